@@ -1,0 +1,286 @@
+#include "backend.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace graphfuse {
+namespace {
+
+#define GRAPHFUSE_OP_KINDS(X)                                                   \
+  X(Abs) X(Add) X(AvgPool) X(BatchNormInference) X(BiasAdd) X(Clamp) X(Concat)  \
+  X(Convolution) X(ConvTranspose) X(Dequantize) X(Divide) X(Elu) X(End) X(Exp)  \
+  X(GELU) X(HardSigmoid) X(HardSwish) X(Interpolate) X(LayerNorm) X(LeakyReLU)  \
+  X(Log) X(LogSoftmax) X(MatMul) X(Maximum) X(MaxPool) X(Minimum) X(Mish)       \
+  X(Multiply) X(Pow) X(PReLU) X(Quantize) X(Reciprocal) X(ReduceL1) X(ReduceL2) \
+  X(ReduceMax) X(ReduceMean) X(ReduceMin) X(ReduceProd) X(ReduceSum) X(ReLU)    \
+  X(Reorder) X(Round) X(Select) X(Sigmoid) X(SoftMax) X(SoftPlus) X(Sqrt)       \
+  X(Square) X(SquaredDifference) X(StaticReshape) X(StaticTranspose)            \
+  X(Subtract) X(Tanh) X(TypeCast) X(Wildcard)
+
+#define GRAPHFUSE_OP_ATTRS(X)                                                  \
+  X(alpha) X(beta) X(epsilon) X(max) X(min) X(momentum) X(scales) X(axis)      \
+  X(begin_norm_axis) X(groups) X(axes) X(dilations) X(dst_shape) X(kernel)     \
+  X(order) X(output_padding) X(pads_begin) X(pads_end) X(shape) X(sizes)       \
+  X(src_shape) X(strides) X(weights_shape) X(zps) X(exclude_pad) X(keep_dims)  \
+  X(keep_stats) X(per_channel_broadcast) X(special_zero) X(transpose_a)        \
+  X(transpose_b) X(use_affine) X(use_dst) X(auto_broadcast) X(auto_pad)        \
+  X(coordinate_transformation_mode) X(data_format) X(mode) X(qtype)            \
+  X(rounding_type) X(weights_format)
+
+[[noreturn]] void bad(const std::string& what) {
+  throw std::invalid_argument("graphfuse backend description: " + what);
+}
+
+template <typename T>
+T next(std::istringstream& in, const char* what) {
+  T value;
+  if (!(in >> value)) bad(std::string("expected ") + what);
+  return value;
+}
+
+std::vector<size_t> read_ids(std::istringstream& in) {
+  auto n = next<size_t>(in, "count");
+  std::vector<size_t> ids(n);
+  for (auto& id : ids) id = next<size_t>(in, "tensor id");
+  return ids;
+}
+
+AttrValue read_attr(std::istringstream& in) {
+  auto type = next<std::string>(in, "attribute type");
+  auto n = next<size_t>(in, "attribute size");
+  if (type == "I") {
+    std::vector<int64_t> v(n);
+    for (auto& x : v) x = next<int64_t>(in, "int");
+    return v;
+  }
+  if (type == "F") {
+    std::vector<float> v(n);
+    for (auto& x : v) x = next<float>(in, "float");
+    return v;
+  }
+  if (n != 1) bad("scalar attribute with " + std::to_string(n) + " values");
+  if (type == "i") return next<int64_t>(in, "int");
+  if (type == "f") return next<float>(in, "float");
+  if (type == "b") return next<int>(in, "bool") != 0;
+  if (type == "s") return next<std::string>(in, "string");
+  bad("attribute type '" + type + "'");
+}
+
+LogicalTensor to_logical(const TensorDesc& t, bool with_dims,
+                         LogicalTensor::layout_type layout = LogicalTensor::layout_type::strided) {
+  auto property = t.constant ? LogicalTensor::property_type::constant
+                             : LogicalTensor::property_type::variable;
+  if (t.ndims < 0) return LogicalTensor(t.id, t.dtype, -1, layout, property);
+  Dims dims = with_dims ? t.dims : Dims(t.ndims, DNNL_GRAPH_UNKNOWN_DIM);
+  return LogicalTensor(t.id, t.dtype, dims, layout, property);
+}
+
+dg::op make_op(const OpDesc& d,
+               const std::unordered_map<size_t, LogicalTensor>& lts) {
+  dg::op op(d.id, d.kind, "graphfuse_" + std::to_string(d.id));
+  for (auto id : d.inputs) op.add_input(lts.at(id));
+  for (auto id : d.outputs) op.add_output(lts.at(id));
+  for (const auto& [name, value] : d.attrs)
+    std::visit([&, name = name](const auto& v) { op.set_attr(name, v); }, value);
+  return op;
+}
+
+}  // namespace
+
+std::optional<dg::op::kind> op_kind_from_name(const std::string& name) {
+#define X(k) \
+  if (name == #k) return dg::op::kind::k;
+  GRAPHFUSE_OP_KINDS(X)
+#undef X
+  return std::nullopt;
+}
+
+std::optional<dg::op::attr> op_attr_from_name(const std::string& name) {
+#define X(a) \
+  if (name == #a) return dg::op::attr::a;
+  GRAPHFUSE_OP_ATTRS(X)
+#undef X
+  return std::nullopt;
+}
+
+std::optional<DataType> data_type_from_name(const std::string& name) {
+  static const std::pair<const char*, DataType> table[] = {
+      {"f32", DataType::f32}, {"bf16", DataType::bf16}, {"f16", DataType::f16},
+      {"s32", DataType::s32}, {"s8", DataType::s8},     {"u8", DataType::u8},
+      {"bool", DataType::boolean}, {"undef", DataType::undef}};
+  for (const auto& [n, t] : table)
+    if (name == n) return t;
+  return std::nullopt;
+}
+
+GraphDesc GraphDesc::parse(const std::string& text) {
+  GraphDesc desc;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream in(line);
+    std::string tag;
+    if (!(in >> tag)) continue;
+    if (tag == "t") {
+      TensorDesc t;
+      t.id = next<size_t>(in, "tensor id");
+      auto dtype = next<std::string>(in, "dtype");
+      auto parsed = data_type_from_name(dtype);
+      if (!parsed) bad("dtype '" + dtype + "'");
+      t.dtype = *parsed;
+      t.constant = next<std::string>(in, "property") == "c";
+      t.ndims = next<int>(in, "ndims");
+      for (int i = 0; i < t.ndims; ++i) {
+        auto dim = next<int64_t>(in, "dim");
+        t.dims.push_back(dim < 0 ? DNNL_GRAPH_UNKNOWN_DIM : dim);
+      }
+      std::string marker;
+      if (in >> marker) {
+        if (marker != "s") bad("expected strides marker 's'");
+        for (int i = 0; i < t.ndims; ++i)
+          t.strides.push_back(next<int64_t>(in, "stride"));
+      }
+      desc.tensors[t.id] = std::move(t);
+    } else if (tag == "o") {
+      OpDesc op;
+      op.id = next<size_t>(in, "op id");
+      auto kind = next<std::string>(in, "op kind");
+      auto parsed = op_kind_from_name(kind);
+      if (!parsed) bad("op kind '" + kind + "'");
+      op.kind = *parsed;
+      op.inputs = read_ids(in);
+      op.outputs = read_ids(in);
+      auto n_attrs = next<size_t>(in, "attribute count");
+      for (size_t i = 0; i < n_attrs; ++i) {
+        auto name = next<std::string>(in, "attribute name");
+        auto attr = op_attr_from_name(name);
+        if (!attr) bad("attribute '" + name + "'");
+        op.attrs.emplace_back(*attr, read_attr(in));
+      }
+      desc.ops.push_back(std::move(op));
+    } else if (tag == "in") {
+      for (size_t id; in >> id;) desc.inputs.push_back(id);
+    } else if (tag == "out") {
+      for (size_t id; in >> id;) desc.outputs.push_back(id);
+    } else {
+      bad("line tag '" + tag + "'");
+    }
+  }
+  for (const auto& op : desc.ops)
+    for (const auto* ids : {&op.inputs, &op.outputs})
+      for (auto id : *ids)
+        if (!desc.tensors.count(id)) bad("op uses undeclared tensor " + std::to_string(id));
+  return desc;
+}
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine = [] {
+    // Frozen weights are bound as constant logical tensors: let oneDNN keep
+    // their reordered copies across executions.
+    dg::set_constant_tensor_cache(1);
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
+  return engine;
+}
+
+std::vector<PartitionInfo> partition_graph(const GraphDesc& desc) {
+  std::unordered_map<size_t, LogicalTensor> lts;
+  for (const auto& [id, t] : desc.tensors) lts.emplace(id, to_logical(t, true));
+  dg::graph graph(dnnl::engine::kind::cpu);
+  for (const auto& d : desc.ops) graph.add_op(make_op(d, lts));
+  graph.finalize();
+  std::vector<PartitionInfo> result;
+  for (const auto& p : graph.get_partitions(dg::partition::policy::fusion)) {
+    PartitionInfo info;
+    info.supported = p.is_supported();
+    info.ops = p.get_ops();
+    for (const auto& lt : p.get_input_ports()) info.inputs.push_back(lt.get_id());
+    for (const auto& lt : p.get_output_ports()) info.outputs.push_back(lt.get_id());
+    result.push_back(std::move(info));
+  }
+  return result;
+}
+
+std::optional<Compiled> compile_partition(
+    const GraphDesc& desc, const std::vector<LogicalTensor>& inputs,
+    const std::vector<LogicalTensor>& outputs, std::string& why) {
+  // Intermediate shapes are only known when the inputs are the profiled ones.
+  bool profiled = true;
+  for (const auto& lt : inputs) {
+    const auto& t = desc.tensors.at(lt.get_id());
+    if (t.ndims < 0 || lt.get_dims() != t.dims) profiled = false;
+  }
+  // Tensors inside the partition get oneDNN's choice of layout; the group's
+  // ports are strided torch tensors.
+  std::set<size_t> ports(desc.inputs.begin(), desc.inputs.end());
+  ports.insert(desc.outputs.begin(), desc.outputs.end());
+  std::unordered_map<size_t, LogicalTensor> lts;
+  for (const auto& [id, t] : desc.tensors)
+    lts.emplace(id, to_logical(t, profiled,
+                               ports.count(id) ? LogicalTensor::layout_type::strided
+                                               : LogicalTensor::layout_type::any));
+  for (const auto& lt : inputs) lts.insert_or_assign(lt.get_id(), lt);
+  for (const auto& lt : outputs) lts.insert_or_assign(lt.get_id(), lt);
+
+  dg::graph graph(dnnl::engine::kind::cpu);
+  size_t next_id = 0;
+  for (const auto& d : desc.ops) {
+    graph.add_op(make_op(d, lts));
+    next_id = std::max(next_id, d.id + 1);
+  }
+  // Every group output is consumed outside the group: say so, so that oneDNN
+  // keeps it even where an op inside the group also consumes it.
+  for (auto id : desc.outputs)
+    graph.add_op(dg::op(next_id++, dg::op::kind::End, {lts.at(id)}, {}, "end"));
+  graph.finalize();
+
+  std::set<size_t> wanted;
+  for (const auto& d : desc.ops) wanted.insert(d.id);
+  std::optional<dg::partition> chosen;
+  for (auto& p : graph.get_partitions(dg::partition::policy::fusion)) {
+    auto ids = p.get_ops();
+    if (std::none_of(ids.begin(), ids.end(), [&](size_t i) { return wanted.count(i); }))
+      continue;
+    if (chosen || !p.is_supported() || std::set<size_t>(ids.begin(), ids.end()) != wanted) {
+      why = "oneDNN does not take these ops as one partition for these inputs";
+      return std::nullopt;
+    }
+    chosen = std::move(p);
+  }
+  if (!chosen) {
+    why = "oneDNN returned no partition";
+    return std::nullopt;
+  }
+  std::set<size_t> in_ports, out_ports;
+  for (const auto& lt : chosen->get_input_ports()) in_ports.insert(lt.get_id());
+  for (const auto& lt : chosen->get_output_ports()) out_ports.insert(lt.get_id());
+  if (in_ports != std::set<size_t>(desc.inputs.begin(), desc.inputs.end()) ||
+      out_ports != std::set<size_t>(desc.outputs.begin(), desc.outputs.end())) {
+    why = "partition ports differ from the fusion group's inputs/outputs";
+    return std::nullopt;
+  }
+
+  std::vector<LogicalTensor> in_lts, out_lts;
+  for (auto id : desc.inputs) in_lts.push_back(lts.at(id));
+  for (auto id : desc.outputs) out_lts.push_back(lts.at(id));
+  Compiled c;
+  try {
+    c.partition = chosen->compile(in_lts, out_lts, cpu_engine());
+  } catch (const dnnl::error& e) {
+    why = std::string("oneDNN compile failed: ") + e.what();
+    return std::nullopt;
+  }
+  c.inputs = std::move(in_lts);
+  for (auto id : desc.outputs) c.outputs.push_back(c.partition.query_logical_tensor(id));
+  for (const auto& [in_id, out_id] : c.partition.get_inplace_ports()) {
+    auto in_it = std::find(desc.inputs.begin(), desc.inputs.end(), in_id);
+    auto out_it = std::find(desc.outputs.begin(), desc.outputs.end(), out_id);
+    if (in_it != desc.inputs.end() && out_it != desc.outputs.end())
+      c.inplace.emplace_back(out_it - desc.outputs.begin(), in_it - desc.inputs.begin());
+  }
+  return c;
+}
+
+}  // namespace graphfuse

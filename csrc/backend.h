@@ -1,0 +1,94 @@
+// oneDNN Graph mechanism shared by the partitioner bindings and the FusionGroup
+// kernel. No torch headers here: this is the only place that talks to oneDNN.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl_graph.hpp>
+
+namespace graphfuse {
+
+namespace dg = dnnl::graph;
+using LogicalTensor = dg::logical_tensor;
+using DataType = dg::logical_tensor::data_type;
+using Dims = std::vector<int64_t>;
+
+// One logical tensor of a description. Unknown rank is ndims == -1, an
+// unknown dimension is DNNL_GRAPH_UNKNOWN_DIM (-1 in the text form); strides
+// are empty when unknown.
+struct TensorDesc {
+  size_t id = 0;
+  DataType dtype = DataType::undef;
+  bool constant = false;
+  int ndims = -1;
+  Dims dims;
+  Dims strides;
+};
+
+using AttrValue = std::variant<int64_t, float, bool, std::string,
+                               std::vector<int64_t>, std::vector<float>>;
+
+struct OpDesc {
+  size_t id = 0;
+  dg::op::kind kind = dg::op::kind::Wildcard;
+  std::vector<size_t> inputs;
+  std::vector<size_t> outputs;
+  std::vector<std::pair<dg::op::attr, AttrValue>> attrs;
+};
+
+// A backend graph in the line format written by torch_graphfuse/backend_desc.py:
+//   t <id> <dtype> <c|v> <ndims> <dims...> [s <strides...>]
+//   o <id> <Kind> <n_in> <ids...> <n_out> <ids...> <n_attr> (<name> <type> <n> <values...>)*
+//   in <ids...>      (FusionGroup input order)
+//   out <ids...>     (FusionGroup output order)
+struct GraphDesc {
+  std::unordered_map<size_t, TensorDesc> tensors;
+  std::vector<OpDesc> ops;
+  std::vector<size_t> inputs;
+  std::vector<size_t> outputs;
+
+  static GraphDesc parse(const std::string& text);  // throws std::invalid_argument
+};
+
+struct PartitionInfo {
+  bool supported = false;
+  std::vector<size_t> ops;
+  std::vector<size_t> inputs;
+  std::vector<size_t> outputs;
+};
+
+// Partitions of a whole description, as oneDNN chooses them (fusion policy).
+std::vector<PartitionInfo> partition_graph(const GraphDesc& desc);
+
+// A compiled partition with the logical tensors it was compiled for, in the
+// description's input/output order.
+struct Compiled {
+  dg::compiled_partition partition;
+  std::vector<LogicalTensor> inputs;
+  std::vector<LogicalTensor> outputs;
+  // output index -> input index whose buffer oneDNN may reuse for it
+  std::vector<std::pair<size_t, size_t>> inplace;
+};
+
+// Builds the description's ops into one graph with the given concrete input
+// logical tensors (desc.inputs order), and compiles it. Output logical tensors
+// are taken from `outputs` when given (strided, concrete), else inferred.
+// Returns nullopt, with `why` set, when oneDNN does not take the whole
+// description as exactly one supported partition or refuses to compile it.
+std::optional<Compiled> compile_partition(
+    const GraphDesc& desc, const std::vector<LogicalTensor>& inputs,
+    const std::vector<LogicalTensor>& outputs, std::string& why);
+
+dnnl::engine& cpu_engine();
+
+// Maps between the description's names and oneDNN enums.
+std::optional<dg::op::kind> op_kind_from_name(const std::string& name);
+std::optional<dg::op::attr> op_attr_from_name(const std::string& name);
+std::optional<DataType> data_type_from_name(const std::string& name);
+
+}  // namespace graphfuse

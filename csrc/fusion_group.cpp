@@ -1,0 +1,289 @@
+#include "fusion_group.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/hash.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/jit_log.h>
+#include <torch/csrc/jit/runtime/custom_operator.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+
+#include <atomic>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+namespace graphfuse {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Stack;
+
+const auto kDesc = c10::Symbol::attr("desc");
+const auto kSubgraph = c10::Symbol::attr("Subgraph");
+const auto kTypes = c10::Symbol::attr("types");
+// Compiled partitions kept per fusion group; a model seeing more distinct
+// input specs than this recompiles the least recently used ones.
+constexpr size_t kCacheCapacity = 64;
+
+std::atomic<size_t> g_compiles{0}, g_hits{0}, g_fallbacks{0}, g_fused{0};
+
+// Spec of one call: per input dtype, rank, sizes and strides.
+using SpecKey = std::vector<int64_t>;
+struct SpecHash {
+  size_t operator()(const SpecKey& k) const { return c10::hash<SpecKey>()(k); }
+};
+
+struct Entry {
+  std::optional<Compiled> compiled;  // empty: this spec runs unfused
+  std::mutex mu;                     // guards the bound tensors below
+  std::vector<dg::tensor> inputs, outputs;
+};
+
+class Kernel {
+ public:
+  explicit Kernel(const Node* node)
+      : desc_(GraphDesc::parse(node->s(kDesc))),
+        subgraph_(node->g(kSubgraph)),
+        name_("graphfuse::FusionGroup_" + std::to_string(reinterpret_cast<uintptr_t>(node))) {
+    TORCH_CHECK(desc_.inputs.size() == node->inputs().size() &&
+                    desc_.outputs.size() == node->outputs().size(),
+                "graphfuse::FusionGroup: description ports do not match the node");
+  }
+
+  void run(Stack& stack) {
+    auto n = desc_.inputs.size();
+    std::vector<at::Tensor> inputs;
+    inputs.reserve(n);
+    for (auto& iv : torch::jit::last(stack, n)) inputs.push_back(bindable(iv.toTensor()));
+    auto entry = lookup(inputs);
+    if (!entry->compiled) {
+      ++g_fallbacks;
+      return run_fallback(stack);
+    }
+    torch::jit::drop(stack, n);
+    execute(*entry, inputs, stack);
+  }
+
+ private:
+  // oneDNN takes any strides except overlapping or broadcast (zero) ones.
+  static at::Tensor bindable(const at::Tensor& t) {
+    return t.is_non_overlapping_and_dense() ? t : t.contiguous();
+  }
+
+  static SpecKey spec_of(const std::vector<at::Tensor>& inputs) {
+    SpecKey key;
+    for (const auto& t : inputs) {
+      key.push_back(static_cast<int64_t>(t.scalar_type()));
+      key.push_back(t.dim());
+      key.insert(key.end(), t.sizes().begin(), t.sizes().end());
+      key.insert(key.end(), t.strides().begin(), t.strides().end());
+    }
+    return key;
+  }
+
+  std::shared_ptr<Entry> lookup(const std::vector<at::Tensor>& inputs) {
+    auto key = spec_of(inputs);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (last_ && last_key_ == key) {
+      ++g_hits;
+      return last_;
+    }
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.second);
+      ++g_hits;
+    } else {
+      if (cache_.size() >= kCacheCapacity) {
+        cache_.erase(lru_.back());
+        lru_.pop_back();
+      }
+      lru_.push_front(key);
+      auto entry = std::make_shared<Entry>();
+      compile(*entry, inputs);
+      it = cache_.emplace(key, std::make_pair(std::move(entry), lru_.begin())).first;
+    }
+    last_ = it->second.first;
+    last_key_ = std::move(key);
+    return last_;
+  }
+
+  void compile(Entry& entry, const std::vector<at::Tensor>& inputs) {
+    std::vector<LogicalTensor> in_lts;
+    std::string why;
+    bool profiled = true;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto& t = inputs[i];
+      const auto& d = desc_.tensors.at(desc_.inputs[i]);
+      auto dtype = to_backend_dtype(t.scalar_type());
+      if (!dtype || t.device().type() != c10::DeviceType::CPU || t.numel() == 0) {
+        why = "input " + std::to_string(i) + " (" + std::string(c10::toString(t.scalar_type())) +
+              ", " + t.device().str() + ", " + std::to_string(t.numel()) +
+              " elements) cannot be bound to oneDNN";
+        break;
+      }
+      auto property = d.constant ? LogicalTensor::property_type::constant
+                                 : LogicalTensor::property_type::variable;
+      in_lts.emplace_back(d.id, *dtype, t.sizes().vec(), t.strides().vec(), property);
+      profiled = profiled && t.sizes().vec() == d.dims;
+    }
+    std::optional<Compiled> compiled;
+    if (why.empty()) {
+      // On the profiled spec, hand outputs back with the strides eager
+      // produced (channels_last stays channels_last); otherwise dense.
+      std::vector<LogicalTensor> out_lts;
+      for (auto id : desc_.outputs) {
+        const auto& d = desc_.tensors.at(id);
+        if (!profiled || d.strides.empty()) {
+          out_lts.clear();
+          break;
+        }
+        out_lts.emplace_back(d.id, d.dtype, d.dims, d.strides,
+                             LogicalTensor::property_type::variable);
+      }
+      compiled = compile_partition(desc_, in_lts, out_lts, why);
+    }
+    if (compiled) {
+      for (size_t i = 0; i < compiled->outputs.size(); ++i) {
+        if (compiled->outputs[i].get_layout_type() != LogicalTensor::layout_type::strided) {
+          compiled.reset();
+          why = "oneDNN chose a non-strided output layout";
+          break;
+        }
+      }
+    }
+    ++g_compiles;
+    if (!compiled) {
+      GRAPH_DEBUG(name_, ": running unfused for this input spec: ", why);
+      if (!warned_) {
+        warned_ = true;
+        TORCH_WARN("torch_graphfuse: a fusion group runs unfused for an input spec: ", why);
+      }
+      return;
+    }
+    GRAPH_DEBUG(name_, ": compiled a partition of ", desc_.ops.size(), " ops");
+    for (const auto& lt : compiled->inputs) entry.inputs.emplace_back(lt, cpu_engine(), nullptr);
+    for (const auto& lt : compiled->outputs) entry.outputs.emplace_back(lt, cpu_engine(), nullptr);
+    entry.compiled = std::move(compiled);
+  }
+
+  void execute(Entry& entry, const std::vector<at::Tensor>& inputs, Stack& stack) {
+    const auto& c = *entry.compiled;
+    std::vector<at::Tensor> outputs;
+    outputs.reserve(c.outputs.size());
+    for (size_t i = 0; i < c.outputs.size(); ++i) {
+      const auto& lt = c.outputs[i];
+      auto dtype = desc_.tensors.at(desc_.outputs[i]).dtype;
+      outputs.push_back(at::empty_strided(lt.get_dims(), lt.get_strides(),
+                                          inputs[0].options().dtype(to_scalar_type(dtype))));
+    }
+    {
+      thread_local dnnl::stream stream(cpu_engine());
+      std::lock_guard<std::mutex> lock(entry.mu);
+      for (size_t i = 0; i < inputs.size(); ++i) entry.inputs[i].set_data_handle(inputs[i].data_ptr());
+      for (size_t i = 0; i < outputs.size(); ++i) entry.outputs[i].set_data_handle(outputs[i].data_ptr());
+      c.partition.execute(stream, entry.inputs, entry.outputs);
+      stream.wait();
+    }
+    ++g_fused;
+    for (auto& t : outputs) stack.emplace_back(std::move(t));
+  }
+
+  void run_fallback(Stack& stack) {
+    std::call_once(fallback_once_, [&] {
+      fallback_ = std::make_unique<torch::jit::Code>(subgraph_->copy(), name_ + "_fallback");
+    });
+    torch::jit::InterpreterState(*fallback_).run(stack);
+  }
+
+  static c10::ScalarType to_scalar_type(DataType t) {
+    switch (t) {
+      case DataType::bf16: return c10::ScalarType::BFloat16;
+      case DataType::f16: return c10::ScalarType::Half;
+      case DataType::s32: return c10::ScalarType::Int;
+      case DataType::s8: return c10::ScalarType::Char;
+      case DataType::u8: return c10::ScalarType::Byte;
+      case DataType::boolean: return c10::ScalarType::Bool;
+      default: return c10::ScalarType::Float;
+    }
+  }
+
+  const GraphDesc desc_;
+  const std::shared_ptr<torch::jit::Graph> subgraph_;
+  const std::string name_;
+  std::mutex mu_;
+  std::list<SpecKey> lru_;
+  std::unordered_map<SpecKey, std::pair<std::shared_ptr<Entry>, std::list<SpecKey>::iterator>,
+                     SpecHash>
+      cache_;
+  std::shared_ptr<Entry> last_;  // the spec of the previous call, checked first
+  SpecKey last_key_;
+  bool warned_ = false;
+  std::once_flag fallback_once_;
+  std::unique_ptr<torch::jit::Code> fallback_;
+};
+
+// True when each input still has the dtype, device and rank the group was
+// built for (and its exact sizes where the type gives them); else the
+// unfused branch runs.
+bool guard_holds(const std::vector<c10::TypePtr>& types, const Stack& stack) {
+  auto inputs = torch::jit::last(stack, types.size());
+  for (size_t i = 0; i < types.size(); ++i) {
+    const auto& expected = types[i]->expectRef<c10::TensorType>();
+    if (!inputs[i].isTensor()) return false;
+    const auto& t = inputs[i].toTensor();
+    if (!t.defined() || t.scalar_type() != *expected.scalarType() ||
+        t.device() != *expected.device() || t.dim() != static_cast<int64_t>(*expected.dim()))
+      return false;
+    if (auto sizes = expected.sizes().concrete_sizes(); sizes && *sizes != t.sizes().vec())
+      return false;
+    if (t.requires_grad() && at::GradMode::is_enabled()) return false;
+  }
+  return true;
+}
+
+torch::jit::RegisterOperators register_ops({
+    torch::jit::Operator(
+        c10::Symbol::fromQualString("graphfuse::FusionGroup"),
+        [](const Node* node) -> torch::jit::Operation {
+          auto kernel = std::make_shared<Kernel>(node);
+          return [kernel](Stack& stack) { kernel->run(stack); };
+        },
+        c10::AliasAnalysisKind::PURE_FUNCTION),
+    torch::jit::Operator(
+        c10::Symbol::fromQualString("graphfuse::Guard"),
+        [](const Node* node) -> torch::jit::Operation {
+          auto types = node->tys(kTypes);
+          return [types](Stack& stack) {
+            bool ok = guard_holds(types, stack);
+            torch::jit::drop(stack, types.size());
+            stack.emplace_back(ok);
+          };
+        },
+        c10::AliasAnalysisKind::PURE_FUNCTION),
+});
+
+}  // namespace
+
+std::optional<DataType> to_backend_dtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return DataType::f32;
+    case c10::ScalarType::BFloat16: return DataType::bf16;
+    case c10::ScalarType::Half: return DataType::f16;
+    default: return std::nullopt;
+  }
+}
+
+KernelStats kernel_stats() {
+  return {g_compiles.load(), g_hits.load(), g_fallbacks.load(), g_fused.load()};
+}
+
+void reset_kernel_stats() {
+  g_compiles = 0;
+  g_hits = 0;
+  g_fallbacks = 0;
+  g_fused = 0;
+}
+
+}  // namespace graphfuse

@@ -1,0 +1,26 @@
+// The runtime of a fused region: the graphfuse::FusionGroup operator, which
+// compiles its partition per input spec and executes it with oneDNN Graph, and
+// graphfuse::Guard, the type check in front of it.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <optional>
+
+#include "backend.h"
+
+namespace graphfuse {
+
+std::optional<DataType> to_backend_dtype(c10::ScalarType t);
+
+// Compile-cache statistics over all fusion groups, for tests and reports.
+struct KernelStats {
+  size_t compiles = 0;        // partitions compiled
+  size_t cache_hits = 0;      // executions that reused a compiled partition
+  size_t fallbacks = 0;       // executions that ran the unfused subgraph
+  size_t fused_runs = 0;      // executions through oneDNN
+};
+KernelStats kernel_stats();
+void reset_kernel_stats();
+
+}  // namespace graphfuse

@@ -1,0 +1,111 @@
+// torch_graphfuse._C: the pass hook in torch's JIT pass registry and the thin
+// oneDNN Graph bindings the Python partitioner uses.
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/jit_log.h>
+#include <torch/csrc/jit/passes/pass_manager.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <pybind11/stl.h>
+
+#include <atomic>
+
+#include "backend.h"
+#include "fusion_group.h"
+
+namespace py = pybind11;
+
+namespace graphfuse {
+namespace {
+
+std::atomic<bool> g_enabled{false};
+
+py::object& pipeline() {
+  // Leaked on purpose: it must outlive the interpreter's teardown order.
+  static auto* fn = new py::object();
+  return *fn;
+}
+
+// The profiling executor has run the graph and recorded tensor types.
+bool has_profiled_shapes(const torch::jit::Block* block) {
+  for (const auto* node : block->nodes()) {
+    if (node->kind() == c10::prim::profile && node->hasAttribute(c10::attr::profiled_type)) {
+      auto type = node->ty(c10::attr::profiled_type)->cast<c10::TensorType>();
+      if (type && type->sizes().concrete_sizes()) return true;
+    }
+    for (const auto* b : node->blocks())
+      if (has_profiled_shapes(b)) return true;
+  }
+  return false;
+}
+
+// Runs the Python pipeline on a copy and keeps it only if every pass
+// succeeded: a failing pass leaves the graph as torch gave it.
+void fuse(std::shared_ptr<torch::jit::Graph>& graph) {
+  if (!g_enabled.load() || !has_profiled_shapes(graph->block())) return;
+  py::gil_scoped_acquire gil;
+  if (!pipeline() || pipeline().is_none()) return;
+  auto copy = graph->copy();
+  torch::jit::RemoveProfileNodesAndSpecializeTypes(copy);
+  try {
+    pipeline()(copy);
+    graph = copy;
+  } catch (py::error_already_set& e) {
+    TORCH_WARN("torch_graphfuse: fusion skipped for a graph, a pass failed: ", e.what());
+  }
+}
+
+const auto registered = torch::jit::registerPrePass(fuse);
+
+py::list partition(const std::string& text) {
+  py::list result;
+  for (const auto& p : partition_graph(GraphDesc::parse(text)))
+    result.append(py::make_tuple(p.supported, p.ops, p.inputs, p.outputs));
+  return result;
+}
+
+// Compiles a description alone (dims must be concrete) and reports why not
+// when oneDNN refuses it; used to check a mapping before trusting it.
+std::string check_compiles(const std::string& text) {
+  auto desc = GraphDesc::parse(text);
+  std::vector<LogicalTensor> inputs;
+  for (auto id : desc.inputs) {
+    const auto& t = desc.tensors.at(id);
+    auto property = t.constant ? LogicalTensor::property_type::constant
+                               : LogicalTensor::property_type::variable;
+    inputs.emplace_back(t.id, t.dtype, t.dims, LogicalTensor::layout_type::strided, property);
+  }
+  std::string why;
+  compile_partition(desc, inputs, {}, why);
+  return why;
+}
+
+}  // namespace
+}  // namespace graphfuse
+
+PYBIND11_MODULE(_C, m) {
+  using namespace graphfuse;
+  m.doc() = "torch_graphfuse mechanism: pass hook, oneDNN Graph bindings, kernel stats";
+  m.def("_set_pipeline", [](py::object fn) { pipeline() = std::move(fn); });
+  m.def("_set_enabled", [](bool on) { g_enabled = on; });
+  m.def("_is_enabled", [] { return g_enabled.load(); });
+  m.def("_partition", &partition, "oneDNN's partitions of a backend description");
+  m.def("_check_compiles", &check_compiles,
+        "compile a description alone; returns '' on success, else the reason");
+  m.def("_is_op_kind", [](const std::string& n) { return op_kind_from_name(n).has_value(); });
+  m.def("_is_op_attr", [](const std::string& n) { return op_attr_from_name(n).has_value(); });
+  m.def("_kernel_stats", [] {
+    auto s = kernel_stats();
+    py::dict d;
+    d["compiles"] = s.compiles;
+    d["cache_hits"] = s.cache_hits;
+    d["fallbacks"] = s.fallbacks;
+    d["fused_runs"] = s.fused_runs;
+    return d;
+  });
+  m.def("_reset_kernel_stats", &reset_kernel_stats);
+  m.def("_onednn_version", [] {
+    const auto* v = dnnl_version();
+    return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  });
+}

@@ -1,0 +1,50 @@
+"""Build torch_graphfuse: the Python package plus the `_C` extension, built by CMake.
+
+Build against the torch that is installed (`pip install --no-build-isolation`):
+an isolated build environment would fetch a different torch to compile against.
+The CMake build directory `build/` persists, so rebuilds are incremental.
+"""
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+
+
+class CMakeExtension(Extension):
+    def __init__(self, name: str) -> None:
+        super().__init__(name, sources=[])
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext: Extension) -> None:
+        out_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
+        build_dir = ROOT / "build" / "cmake"
+        build_dir.mkdir(parents=True, exist_ok=True)
+        configure = [
+            "cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",
+            f"-DPython3_EXECUTABLE={sys.executable}",
+            f"-DGRAPHFUSE_OUTPUT_DIR={out_dir}",
+            f"-DGRAPHFUSE_DNNL_PREFIX={sysconfig.get_config_var('prefix') or sys.prefix}",
+        ]
+        subprocess.run(configure, check=True)
+        jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
+        subprocess.run(["cmake", "--build", str(build_dir), "-j", jobs], check=True)
+
+
+setup(
+    name="torch_graphfuse",
+    version="0.1.0",
+    description="TorchScript fuser plugin: fused regions run by oneDNN Graph (CPU)",
+    packages=find_packages(include=["torch_graphfuse", "torch_graphfuse.*"]),
+    ext_modules=[CMakeExtension("torch_graphfuse._C")],
+    cmdclass={"build_ext": CMakeBuild},
+    python_requires=">=3.10",
+    install_requires=["torch", "onednn-cpu-gomp==2023.2.0"],
+)

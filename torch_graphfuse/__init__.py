@@ -1,0 +1,64 @@
+"""torch_graphfuse: TorchScript fuser plugin running fused regions with oneDNN Graph.
+
+    import torch, torch_graphfuse
+    torch.jit.enable_graphfuse(True)
+    m = torch.jit.freeze(torch.jit.trace(model.eval(), example))
+    m(example); m(example)      # profiling runs
+    y = m(x)                    # fused regions run as oneDNN Graph partitions
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+from . import _C
+from .pipeline import run_pipeline
+
+__all__ = ["enable", "disable", "is_enabled", "fuser", "kernel_stats", "reset_kernel_stats"]
+
+
+def enable() -> None:
+    """Fuse graphs the profiling executor optimizes from now on."""
+    _C._set_enabled(True)
+
+
+def disable() -> None:
+    """Stop fusing; graphs already optimized keep their fusion groups."""
+    _C._set_enabled(False)
+
+
+def is_enabled() -> bool:
+    return _C._is_enabled()
+
+
+def enable_graphfuse(enabled: bool) -> None:
+    """`torch.jit.enable_graphfuse(enabled)`: switch torch_graphfuse on or off."""
+    _C._set_enabled(bool(enabled))
+
+
+@contextlib.contextmanager
+def fuser(enabled: bool = True) -> Iterator[None]:
+    """Fuse (or not) inside the block, restoring the previous state on exit."""
+    previous = is_enabled()
+    enable_graphfuse(enabled)
+    try:
+        yield
+    finally:
+        enable_graphfuse(previous)
+
+
+def kernel_stats() -> dict[str, int]:
+    """Counts of partition compiles, cache hits, fused runs and unfused fallbacks."""
+    return _C._kernel_stats()
+
+
+def reset_kernel_stats() -> None:
+    _C._reset_kernel_stats()
+
+
+_C._set_pipeline(run_pipeline)
+torch.jit.enable_graphfuse = enable_graphfuse  # type: ignore[attr-defined]
+torch.jit.graphfuse_enabled = is_enabled  # type: ignore[attr-defined]

@@ -1,0 +1,110 @@
+"""The backend graph handed to oneDNN Graph, and its text form.
+
+Op mapping builds a `BackendGraph` of a JIT block: one logical tensor per JIT
+value (id = `Value.unique()`, plus fresh ids for tensors internal to a node's
+mapping) and backend ops that remember the JIT node they came from. The text
+form is parsed by csrc/backend.cpp, both for partitioning and, stored on each
+FusionGroup node, to compile its partition at run time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+# torch dtype -> oneDNN data type name (csrc/backend.cpp's names).
+BACKEND_DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16"}
+
+
+@dataclass
+class TensorSpec:
+    id: int
+    dtype: str = "undef"
+    constant: bool = False
+    sizes: list[int] | None = None  # None: rank unknown
+    strides: list[int] | None = None
+
+    def line(self) -> str:
+        prop = "c" if self.constant else "v"
+        if self.sizes is None:
+            return f"t {self.id} {self.dtype} {prop} -1"
+        dims = " ".join(str(d) for d in self.sizes)
+        text = f"t {self.id} {self.dtype} {prop} {len(self.sizes)} {dims}".rstrip()
+        if self.strides is not None and len(self.strides) == len(self.sizes):
+            text += " s " + " ".join(str(s) for s in self.strides)
+        return text
+
+
+@dataclass
+class BackendOp:
+    id: int
+    kind: str
+    inputs: list[int]
+    outputs: list[int]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    node: torch._C.Node | None = None
+
+    def line(self) -> str:
+        parts = ["o", str(self.id), self.kind, str(len(self.inputs)), *map(str, self.inputs)]
+        parts += [str(len(self.outputs)), *map(str, self.outputs), str(len(self.attrs))]
+        for name, value in self.attrs.items():
+            parts += [name, *_attr_tokens(name, value)]
+        return " ".join(parts)
+
+
+def _attr_tokens(name: str, value: Any) -> list[str]:
+    if isinstance(value, bool):
+        return ["b", "1", "1" if value else "0"]
+    if isinstance(value, int):
+        return ["i", "1", str(value)]
+    if isinstance(value, float):
+        return ["f", "1", repr(value)]
+    if isinstance(value, str):
+        if not value or any(c.isspace() for c in value):
+            raise ValueError(f"attribute {name}: string {value!r} cannot be written")
+        return ["s", "1", value]
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            return ["I", str(len(value)), *map(str, value)]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            return ["F", str(len(value)), *(repr(float(v)) for v in value)]
+    raise ValueError(f"attribute {name}: unsupported value {value!r}")
+
+
+class BackendGraph:
+    """Logical tensors and backend ops of one JIT block."""
+
+    def __init__(self, first_free_id: int) -> None:
+        self.tensors: dict[int, TensorSpec] = {}
+        self.ops: list[BackendOp] = []
+        self._fresh_ids = itertools.count(first_free_id)
+
+    def fresh_id(self) -> int:
+        return next(self._fresh_ids)
+
+    def add_tensor(self, spec: TensorSpec) -> int:
+        self.tensors.setdefault(spec.id, spec)
+        return spec.id
+
+    def add_op(self, kind: str, inputs: Sequence[int], outputs: Sequence[int],
+               attrs: dict[str, Any] | None = None, node: torch._C.Node | None = None) -> BackendOp:
+        op = BackendOp(len(self.ops), kind, list(inputs), list(outputs), dict(attrs or {}), node)
+        self.ops.append(op)
+        return op
+
+    def to_text(self, ops: Iterable[BackendOp] | None = None,
+                inputs: Sequence[int] = (), outputs: Sequence[int] = ()) -> str:
+        """The description of `ops` (all by default) with the given port order."""
+        ops = list(self.ops if ops is None else ops)
+        used = sorted({t for op in ops for t in (*op.inputs, *op.outputs)})
+        lines = [self.tensors[t].line() for t in used]
+        lines += [op.line() for op in ops]
+        if inputs:
+            lines.append("in " + " ".join(map(str, inputs)))
+        if outputs:
+            lines.append("out " + " ".join(map(str, outputs)))
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,62 @@
+"""The one logger of torch_graphfuse, driven by PYTORCH_JIT_LOG_LEVEL like torch's own.
+
+PYTORCH_JIT_LOG_LEVEL is a ':'-separated list of file names without extension,
+each optionally prefixed by '>' characters: no prefix enables GRAPH_DUMP,
+'>' adds GRAPH_UPDATE, '>>' adds GRAPH_DEBUG. Each pass logs under its module's
+name, so `PYTORCH_JIT_LOG_LEVEL=">>partition:rewrite"` shows the partitioner's
+decisions and the graph after rewriting. The C++ kernel logs through torch's
+jit_log under the name `fusion_group`.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+from pathlib import Path
+
+import torch
+
+
+class Level(enum.IntEnum):
+    DUMP = 0
+    UPDATE = 1
+    DEBUG = 2
+
+
+def _levels() -> dict[str, int]:
+    option = torch._C._jit_get_logging_option()
+    levels: dict[str, int] = {}
+    for part in option.split(":"):
+        name = part.lstrip(">")
+        if name:
+            levels[name] = len(part) - len(name)
+    return levels
+
+
+def enabled(name: str, level: Level) -> bool:
+    wanted = _levels().get(name)
+    return wanted is not None and level <= wanted
+
+
+def _emit(name: str, level: Level, message: str) -> None:
+    if not enabled(name, level):
+        return
+    prefix = f"[{level.name} {name}.py] "
+    sys.stderr.write("".join(prefix + line + "\n" for line in message.splitlines()))
+
+
+def dump(name: str, message: str) -> None:
+    _emit(name, Level.DUMP, message)
+
+
+def update(name: str, message: str) -> None:
+    _emit(name, Level.UPDATE, message)
+
+
+def debug(name: str, message: str) -> None:
+    _emit(name, Level.DEBUG, message)
+
+
+def module_name(file: str) -> str:
+    """The log name of a module: its file name without extension."""
+    return Path(file).stem

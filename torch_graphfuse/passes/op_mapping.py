@@ -1,0 +1,109 @@
+"""Op mapping: a JIT block becomes a oneDNN Graph backend graph.
+
+Each node is looked up in op_table.LOWERINGS. A mapped node contributes its
+backend ops; any other node (no entry, a condition its entry refuses, an
+unsupported dtype or device, a node with blocks) becomes a Wildcard op over
+the same values, and each value the block returns an End op, so that oneDNN
+knows every consumer outside its reach and never fuses across one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import log
+from ..backend_desc import BackendGraph
+from ..op_table import LOWERINGS, Lowering, Unsupported, tensor_spec
+
+NAME = log.module_name(__file__)
+
+
+@dataclass
+class MappedBlock:
+    block: torch._C.Block
+    backend: BackendGraph
+    nodes: list[torch._C.Node]  # the block's nodes in order (keeps their wrappers alive)
+    values: dict[int, torch._C.Value] = field(default_factory=dict)  # tensor id -> value
+    unmapped: dict[torch._C.Node, str] = field(default_factory=dict)  # node -> why
+
+
+def _captured(node: torch._C.Node, defined: set[int]) -> list[torch._C.Value]:
+    """Values of the enclosing block that the node's sub-blocks read."""
+    seen: dict[int, torch._C.Value] = {}
+
+    def visit(block: torch._C.Block) -> None:
+        for inner in block.nodes():
+            for v in inner.inputs():
+                if v.unique() in defined:
+                    seen.setdefault(v.unique(), v)
+            for b in inner.blocks():
+                visit(b)
+        for v in block.returnNode().inputs():
+            if v.unique() in defined:
+                seen.setdefault(v.unique(), v)
+
+    for b in node.blocks():
+        visit(b)
+    return list(seen.values())
+
+
+def first_free_id(graph: torch._C.Graph) -> int:
+    """An id above every value's, for tensors internal to a node's mapping."""
+    top = 0
+
+    def visit(block: torch._C.Block) -> None:
+        nonlocal top
+        for v in block.inputs():
+            top = max(top, v.unique())
+        for node in block.nodes():
+            for v in node.outputs():
+                top = max(top, v.unique())
+            for b in node.blocks():
+                visit(b)
+
+    visit(graph.block())
+    return top + 1
+
+
+def map_block(block: torch._C.Block, free_id: int) -> MappedBlock:
+    mapped = MappedBlock(block, BackendGraph(free_id), list(block.nodes()))
+    backend = mapped.backend
+
+    def tensor(v: torch._C.Value) -> int:
+        mapped.values[v.unique()] = v
+        return backend.add_tensor(tensor_spec(v))
+
+    defined = {v.unique() for v in block.inputs()}
+    for node in mapped.nodes:
+        entry = LOWERINGS.get(node.kind())
+        if node.kind() == "prim::Constant":
+            pass
+        elif entry is None or list(node.blocks()):
+            mapped.unmapped[node] = "no mapping" if entry is None else "has blocks"
+        else:
+            start = len(backend.ops)
+            try:
+                entry.lower(Lowering(backend, node))
+                for v in (*node.inputs(), *node.outputs()):
+                    if v.unique() in backend.tensors:
+                        mapped.values[v.unique()] = v
+            except Unsupported as e:
+                del backend.ops[start:]
+                mapped.unmapped[node] = str(e)
+        if node in mapped.unmapped:
+            inputs = [*node.inputs(), *_captured(node, defined)]
+            backend.add_op("Wildcard", [tensor(v) for v in inputs],
+                           [tensor(v) for v in node.outputs()], node=node)
+        defined.update(v.unique() for v in node.outputs())
+    for v in block.returnNode().inputs():
+        backend.add_op("End", [tensor(v)], [])
+    for node, why in mapped.unmapped.items():
+        log.debug(NAME, f"not mapped: {node.kind()}: {why}")
+    log.update(NAME, "backend graph:\n" + backend.to_text())
+    return mapped
+
+
+def map_graph(graph: torch._C.Graph) -> MappedBlock:
+    return map_block(graph.block(), first_free_id(graph))

@@ -1,0 +1,88 @@
+"""Partitioning: oneDNN chooses the fusible regions, the plugin's policy keeps some.
+
+oneDNN Graph's `get_partitions` (fusion policy) runs on the whole backend graph
+of a block. A supported partition becomes a fusion group when
+- every JIT node in it is there with all of its backend ops,
+- its ports are JIT values and it exposes every value used outside it, and
+- it is worth it: two or more nodes, or one node whose table entry says oneDNN
+  beats ATen on it alone (conv, linear, matmul, ...). A lone eltwise or
+  batch_norm stays with ATen: a oneDNN call costs more than it saves there.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import torch
+
+from .. import _C, log
+from ..backend_desc import BackendOp
+from ..op_table import LOWERINGS
+from .op_mapping import MappedBlock
+
+NAME = log.module_name(__file__)
+
+
+@dataclass
+class Partition:
+    nodes: list[torch._C.Node]  # in block order
+    ops: list[BackendOp]
+    inputs: list[torch._C.Value]  # FusionGroup input order (oneDNN's port order)
+    outputs: list[torch._C.Value]
+    text: str  # the backend description the kernel compiles
+
+
+def _describe(nodes: list[torch._C.Node]) -> str:
+    return ", ".join(n.kind().split("::")[-1] for n in nodes)
+
+
+def _used_outside(nodes: list[torch._C.Node], block_nodes: set[torch._C.Node]) -> set[int]:
+    """Ids of the values `nodes` produce that something else reads."""
+    inside = set(nodes)
+    used = set()
+    for node in nodes:
+        for v in node.outputs():
+            for use in v.uses():
+                user = use.user
+                # A use in a nested block counts as a use by its enclosing node.
+                while user not in block_nodes and user.owningBlock().owningNode() is not None:
+                    user = user.owningBlock().owningNode()
+                if user not in inside:
+                    used.add(v.unique())
+    return used
+
+
+def _reject(nodes: list[torch._C.Node], why: str) -> None:
+    log.debug(NAME, f"partition [{_describe(nodes)}] left unfused: {why}")
+
+
+def find_partitions(mapped: MappedBlock) -> list[Partition]:
+    backend = mapped.backend
+    op_count = Counter(op.node for op in backend.ops if op.node is not None)
+    order = {node: i for i, node in enumerate(mapped.nodes)}
+    block_nodes = set(mapped.nodes)
+    result = []
+    for supported, op_ids, in_ids, out_ids in _C._partition(backend.to_text()):
+        ops = [backend.ops[i] for i in op_ids]
+        nodes = sorted({op.node for op in ops if op.node is not None}, key=order.__getitem__)
+        if not supported or not nodes or any(op.kind in ("Wildcard", "End") for op in ops):
+            continue
+        if any(Counter(op.node for op in ops)[n] != op_count[n] for n in nodes):
+            _reject(nodes, "oneDNN split a node's backend ops across partitions")
+            continue
+        if any(i not in mapped.values for i in (*in_ids, *out_ids)):
+            _reject(nodes, "a port is internal to a node's mapping")
+            continue
+        if not _used_outside(nodes, block_nodes) <= set(out_ids):
+            _reject(nodes, "a value used outside is not a partition output")
+            continue
+        if len(nodes) == 1 and not LOWERINGS[nodes[0].kind()].worth_alone:
+            _reject(nodes, "a lone op ATen runs as fast")
+            continue
+        text = backend.to_text(ops, in_ids, out_ids)
+        result.append(Partition(nodes, ops, [mapped.values[i] for i in in_ids],
+                                [mapped.values[i] for i in out_ids], text))
+        log.update(NAME, f"partition [{_describe(nodes)}]: {len(in_ids)} inputs, "
+                         f"{len(out_ids)} outputs")
+    return result

@@ -1,0 +1,96 @@
+"""Binary preparation: make add/sub/mul/div mappable one to one.
+
+- `x * 1`, `x / 1`, `x + 0`, `x - 0` are removed when the result has x's type.
+- `add(x, y, alpha)` / `sub(x, y, alpha)` with alpha != 1 become
+  `add(x, mul(y, alpha))`.
+- A Python-number operand becomes a constant 1-element tensor of the result's
+  dtype (the dtype torch's type promotion gives the result), so the op maps to
+  a oneDNN binary op with numpy broadcasting.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+from ..backend_desc import BACKEND_DTYPES
+
+BINARY_KINDS = ("aten::add", "aten::sub", "aten::mul", "aten::div")
+_IDENTITY = {"aten::add": 0, "aten::sub": 0, "aten::mul": 1, "aten::div": 1}
+
+
+def _number(value: torch._C.Value) -> numbers.Number | None:
+    """The constant Python number a value holds, else None."""
+    if value.node().kind() != "prim::Constant" or isinstance(value.type(), torch._C.TensorType):
+        return None
+    v = value.toIValue()
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _result_dtype(node: torch._C.Node) -> torch.dtype | None:
+    t = node.output().type()
+    if isinstance(t, torch._C.TensorType) and t.dtype() in BACKEND_DTYPES:
+        return t.dtype()
+    return None
+
+
+def _alpha(node: torch._C.Node) -> numbers.Number | None:
+    if node.kind() in ("aten::add", "aten::sub") and node.inputsSize() == 3:
+        return _number(node.inputsAt(2))
+    return 1
+
+
+def _is_identity(node: torch._C.Node) -> bool:
+    other = _number(node.inputsAt(1))
+    if other is None or other != _IDENTITY[node.kind()] or _alpha(node) != 1:
+        return False
+    if node.kind() == "aten::div" and node.inputsSize() > 2 and not node.inputsAt(2).node().mustBeNone():
+        return False
+    x, out = node.inputsAt(0).type(), node.output().type()
+    return (isinstance(x, torch._C.TensorType) and isinstance(out, torch._C.TensorType)
+            and x.dtype() == out.dtype() and x.sizes() == out.sizes())
+
+
+def _tensor_constant(graph: torch._C.Graph, node: torch._C.Node, number: numbers.Number,
+                     dtype: torch.dtype) -> torch._C.Value:
+    with graph.insert_point_guard(node):
+        return graph.insertConstant(torch.tensor([number], dtype=dtype))
+
+
+def _prepare(graph: torch._C.Graph, node: torch._C.Node) -> None:
+    if _is_identity(node):
+        node.output().replaceAllUsesWith(node.inputsAt(0))
+        node.destroy()
+        return
+    dtype = _result_dtype(node)
+    if dtype is None or not isinstance(node.inputsAt(0).type(), torch._C.TensorType):
+        return
+    number = _number(node.inputsAt(1))
+    if number is not None:
+        node.replaceInput(1, _tensor_constant(graph, node, number, dtype))
+    alpha = _alpha(node)
+    other = node.inputsAt(1)
+    if alpha is not None and alpha != 1 and isinstance(other.type(), torch._C.TensorType):
+        with graph.insert_point_guard(node):
+            factor = graph.insertConstant(torch.tensor([alpha], dtype=dtype))
+            scaled = graph.insertNode(graph.create("aten::mul", [other, factor], 1))
+        scaled.output().setType(other.type())
+        node.replaceInput(1, scaled.output())
+        with graph.insert_point_guard(node):
+            node.replaceInput(2, graph.insertConstant(1))
+
+
+def _walk(block: torch._C.Block) -> list[torch._C.Node]:
+    nodes = []
+    for node in block.nodes():
+        nodes.append(node)
+        for inner in node.blocks():
+            nodes.extend(_walk(inner))
+    return nodes
+
+
+def run(graph: torch._C.Graph) -> None:
+    for node in _walk(graph.block()):
+        if node.kind() in BINARY_KINDS and node.outputsSize() == 1:
+            _prepare(graph, node)

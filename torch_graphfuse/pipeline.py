@@ -1,0 +1,47 @@
+"""The pass pipeline torch's pass registry runs (through csrc/module.cpp) on each
+profiled graph while fusion is enabled:
+
+    mutation_removal -> prepare_binary -> op_mapping -> partition -> rewrite -> type_guard
+
+Each pass lives in passes/<name>.py and logs under that name (see log.py):
+GRAPH_DUMP shows the graph after the pass, GRAPH_DEBUG also the graph before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from . import log
+from .passes import mutation_removal, op_mapping, partition, prepare_binary, rewrite, type_guard
+
+NAME = log.module_name(__file__)
+
+
+def _logged(name: str, graph: torch._C.Graph, run: Callable[[], object]) -> None:
+    log.debug(name, f"before {name}:\n{graph}")
+    run()
+    log.dump(name, f"after {name}:\n{graph}")
+
+
+def fuse_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int) -> list[torch._C.Node]:
+    """Map, partition and rewrite one block, then the blocks nested in it."""
+    mapped = op_mapping.map_block(block, free_id)
+    groups = rewrite.rewrite(graph, block, partition.find_partitions(mapped))
+    for node in list(block.nodes()):
+        for inner in node.blocks():
+            groups += fuse_block(graph, inner, free_id)
+    return groups
+
+
+def run_pipeline(graph: torch._C.Graph) -> None:
+    log.dump(NAME, f"graph given to torch_graphfuse:\n{graph}")
+    _logged("mutation_removal", graph, lambda: mutation_removal.run(graph))
+    _logged("prepare_binary", graph, lambda: prepare_binary.run(graph))
+    groups: list[torch._C.Node] = []
+    _logged("rewrite", graph,
+            lambda: groups.extend(fuse_block(graph, graph.block(), op_mapping.first_free_id(graph))))
+    _logged("type_guard", graph, lambda: type_guard.run(graph, groups))
+    torch._C._jit_pass_dce(graph)
+    graph.lint()
