@@ -40,8 +40,8 @@ def run_pipeline(graph: torch._C.Graph) -> None:
     _logged("mutation_removal", graph, lambda: mutation_removal.run(graph))
     _logged("prepare_binary", graph, lambda: prepare_binary.run(graph))
     groups: list[torch._C.Node] = []
-    _logged("rewrite", graph,
-            lambda: groups.extend(fuse_block(graph, graph.block(), op_mapping.first_free_id(graph))))
+    free_id = op_mapping.first_free_id(graph)
+    _logged("rewrite", graph, lambda: groups.extend(fuse_block(graph, graph.block(), free_id)))
     _logged("type_guard", graph, lambda: type_guard.run(graph, groups))
     torch._C._jit_pass_dce(graph)
     graph.lint()

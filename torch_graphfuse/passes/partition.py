@@ -30,6 +30,8 @@ class Partition:
     ops: list[BackendOp]
     inputs: list[torch._C.Value]  # FusionGroup input order (oneDNN's port order)
     outputs: list[torch._C.Value]
+    input_ids: list[int]  # the values' unique ids, which outlive a rewrite
+    output_ids: list[int]
     text: str  # the backend description the kernel compiles
 
 
@@ -82,7 +84,7 @@ def find_partitions(mapped: MappedBlock) -> list[Partition]:
             continue
         text = backend.to_text(ops, in_ids, out_ids)
         result.append(Partition(nodes, ops, [mapped.values[i] for i in in_ids],
-                                [mapped.values[i] for i in out_ids], text))
+                                [mapped.values[i] for i in out_ids], in_ids, out_ids, text))
         log.update(NAME, f"partition [{_describe(nodes)}]: {len(in_ids)} inputs, "
                          f"{len(out_ids)} outputs")
     return result

@@ -45,7 +45,8 @@ def _is_identity(node: torch._C.Node) -> bool:
     other = _number(node.inputsAt(1))
     if other is None or other != _IDENTITY[node.kind()] or _alpha(node) != 1:
         return False
-    if node.kind() == "aten::div" and node.inputsSize() > 2 and not node.inputsAt(2).node().mustBeNone():
+    rounding = node.inputsAt(2) if node.inputsSize() > 2 else None
+    if node.kind() == "aten::div" and rounding is not None and not rounding.node().mustBeNone():
         return False
     x, out = node.inputsAt(0).type(), node.output().type()
     return (isinstance(x, torch._C.TensorType) and isinstance(out, torch._C.TensorType)

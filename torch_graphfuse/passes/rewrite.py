@@ -20,10 +20,10 @@ FUSION_GROUP = "graphfuse::FusionGroup"
 _ORDERED = ("prim::Print", "prim::RaiseException", "prim::SetAttr", "aten::warn")
 
 
-def _subgraph(part: Partition) -> torch._C.Graph:
+def _subgraph(part: Partition, inputs: list[torch._C.Value]) -> torch._C.Graph:
     sub = torch._C.Graph()
     env: dict[int, torch._C.Value] = {}
-    for v in part.inputs:
+    for v in inputs:
         new = sub.addInput()
         new.setType(v.type())
         env[v.unique()] = new
@@ -33,7 +33,7 @@ def _subgraph(part: Partition) -> torch._C.Graph:
                 const = sub.insertNode(sub.createClone(v.node(), lambda x: x))
                 env[v.unique()] = const.output()
         clone = sub.insertNode(sub.createClone(node, lambda x: env[x.unique()]))
-        for old, new in zip(node.outputs(), clone.outputs()):
+        for old, new in zip(node.outputs(), clone.outputs(), strict=True):
             env[old.unique()] = new
     for v in part.outputs:
         sub.registerOutput(env[v.unique()])
@@ -77,7 +77,11 @@ def _nodes_to_move(part: Partition, block_nodes: list[torch._C.Node]) -> list[to
 def rewrite(graph: torch._C.Graph, block: torch._C.Block,
             partitions: list[Partition]) -> list[torch._C.Node]:
     groups = []
+    # Outputs of partitions already rewritten, by id: later partitions read
+    # the group's outputs instead.
+    replaced: dict[int, torch._C.Value] = {}
     for part in partitions:
+        inputs = [replaced.get(i, v) for i, v in zip(part.input_ids, part.inputs, strict=True)]
         block_nodes = list(block.nodes())
         to_move = _nodes_to_move(part, block_nodes)
         if to_move is None:
@@ -88,13 +92,14 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block,
         for node in to_move:
             node.moveAfter(anchor)
             anchor = node
-        group = graph.create(FUSION_GROUP, part.inputs, len(part.outputs))
+        group = graph.create(FUSION_GROUP, inputs, len(part.outputs))
         group.insertAfter(last)
-        group.g_("Subgraph", _subgraph(part))
+        group.g_("Subgraph", _subgraph(part, inputs))
         group.s_("desc", part.text)
-        for old, new in zip(part.outputs, group.outputs()):
+        for old, new, old_id in zip(part.outputs, group.outputs(), part.output_ids, strict=True):
             new.setType(old.type())
             old.replaceAllUsesAfterNodeWith(group, new)
+            replaced[old_id] = new
         for node in reversed(part.nodes):
             node.destroy()
         groups.append(group)

@@ -38,7 +38,7 @@ def guard(graph: torch._C.Graph, group: torch._C.Node) -> None:
     branch = graph.create("prim::If", [check.output()], group.outputsSize())
     branch.insertAfter(check)
     fused, unfused = branch.addBlock(), branch.addBlock()
-    for old, new in zip(group.outputs(), branch.outputs()):
+    for old, new in zip(group.outputs(), branch.outputs(), strict=True):
         new.setType(old.type())
         old.replaceAllUsesWith(new)
     group.moveBefore(fused.returnNode())

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Set up torch_graphfuse from a fresh clone, idempotently: a virtual environment
+# in .venv, torch 2.13.0 (CPU), oneDNN v3.2 (Graph API) from PyPI, and the C++
+# extension built with CMake + Ninja into build/cmake (incremental on rebuild).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=.venv
+python=${PYTHON:-$(command -v python3.11 || command -v python3)}
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: creating $venv with $python"
+  "$python" -m venv "$venv"
+fi
+# shellcheck disable=SC1091
+. "$venv/bin/activate"
+
+stamp="$venv/.requirements.sha"
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing requirements"
+  python -m pip install -q --upgrade pip
+  python -m pip install -q "$(grep '^torch==' requirements.txt)"
+  python -m pip install -q -r requirements.txt
+  echo "$want" > "$stamp"
+fi
+
+if [ -f build/cmake/build.ninja ] && ls torch_graphfuse/_C*.so >/dev/null 2>&1; then
+  cmake --build build/cmake | grep -v "^ninja: no work to do" || true
+else
+  echo "setup: building the extension"
+  python -m pip install -q --no-build-isolation --no-deps -e .
+fi

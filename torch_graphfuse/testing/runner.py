@@ -1,0 +1,77 @@
+"""Running a model through the fuser and looking at what it did."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+
+import torch_graphfuse
+from torch_graphfuse.passes.rewrite import FUSION_GROUP
+from torch_graphfuse.passes.type_guard import GUARD
+
+PROFILING_RUNS = 2
+
+
+def freeze(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> torch.jit.ScriptModule:
+    """Trace and freeze, as a user deploying the model would."""
+    with torch.no_grad():
+        return torch.jit.freeze(torch.jit.trace(model.eval(), tuple(inputs), check_trace=False))
+
+
+def fused(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
+          enabled: bool = True) -> tuple[torch.jit.ScriptModule, object, torch._C.Graph]:
+    """Freeze `model`, run its profiling runs with torch_graphfuse on (or off)
+    and once more; returns the module, the output and the optimized graph."""
+    module = freeze(model, inputs)
+    with torch.no_grad(), torch_graphfuse.fuser(enabled):
+        for _ in range(PROFILING_RUNS):
+            module(*inputs)
+        out = module(*inputs)
+        graph = torch.jit.last_executed_optimized_graph()
+    return module, out, graph
+
+
+def _nodes(block: torch._C.Block, skip_fallbacks: bool) -> list[torch._C.Node]:
+    nodes = []
+    for node in block.nodes():
+        nodes.append(node)
+        blocks = list(node.blocks())
+        if skip_fallbacks and node.kind() == "prim::If" and node.input().node().kind() == GUARD:
+            blocks = blocks[:1]  # the unfused branch only runs when a guard fails
+        for inner in blocks:
+            nodes += _nodes(inner, skip_fallbacks)
+    return nodes
+
+
+def fusion_groups(graph: torch._C.Graph) -> list[torch._C.Node]:
+    return [n for n in _nodes(graph.block(), True) if n.kind() == FUSION_GROUP]
+
+
+def fused_kinds(graph: torch._C.Graph) -> list[str]:
+    """Aten kinds inside fusion groups, one entry per node."""
+    return [n.kind() for g in fusion_groups(graph) for n in g.g("Subgraph").nodes()
+            if n.kind() != "prim::Constant"]
+
+
+def unfused_kinds(graph: torch._C.Graph) -> list[str]:
+    """Aten kinds left outside fusion groups on the fused path."""
+    return [n.kind() for n in _nodes(graph.block(), True) if n.kind().startswith("aten::")]
+
+
+def median_ms(fn: Callable[[], object], warmup: int = 3, iters: int = 20,
+              max_seconds: float = 30.0) -> float:
+    """Median latency of `fn` in ms, after warm-up; stops early past max_seconds."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    deadline = time.perf_counter() + max_seconds
+    for _ in range(iters):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+        if time.perf_counter() > deadline and len(times) >= 3:
+            break
+    return statistics.median(times)
