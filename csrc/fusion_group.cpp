@@ -67,8 +67,10 @@ class Kernel {
   }
 
  private:
-  // oneDNN takes any strides except overlapping or broadcast (zero) ones.
+  // oneDNN takes any strides except overlapping or broadcast (zero) ones;
+  // a 0-dim tensor (a scalar operand) is bound as shape [1].
   static at::Tensor bindable(const at::Tensor& t) {
+    if (t.dim() == 0) return t.reshape({1});
     return t.is_non_overlapping_and_dense() ? t : t.contiguous();
   }
 

@@ -38,6 +38,10 @@ def tensor_spec(value: torch._C.Value) -> TensorSpec:
         if strides is not None and all(s is not None for s in strides):
             spec.strides = list(strides)
     spec.constant = value.node().kind() == "prim::Constant"
+    if spec.constant and spec.sizes == []:
+        # A 0-dim constant (a scalar operand) broadcasts like shape [1]; the
+        # kernel binds it so.
+        spec.sizes, spec.strides = [1], [1]
     return spec
 
 
@@ -61,7 +65,7 @@ class Lowering:
         if spec.sizes is None:
             raise Unsupported(f"{what} has no profiled shape")
         if len(spec.sizes) == 0:
-            raise Unsupported(f"{what} is 0-dimensional")
+            raise Unsupported(f"{what} is a 0-dim tensor computed at run time")
         return self.graph.add_tensor(spec)
 
     def input(self, i: int) -> int:
@@ -141,6 +145,7 @@ UNARY: dict[str, tuple[str, dict[str, Any]]] = {
     "aten::square": ("Square", {}),
     "aten::hardswish": ("HardSwish", {}),
     "aten::mish": ("Mish", {}),
+    "aten::reciprocal": ("Reciprocal", {}),
     "aten::relu6": ("Clamp", {"min": 0.0, "max": 6.0}),
 }
 

@@ -3,9 +3,10 @@
 - `x * 1`, `x / 1`, `x + 0`, `x - 0` are removed when the result has x's type.
 - `add(x, y, alpha)` / `sub(x, y, alpha)` with alpha != 1 become
   `add(x, mul(y, alpha))`.
-- A Python-number operand becomes a constant 1-element tensor of the result's
-  dtype (the dtype torch's type promotion gives the result), so the op maps to
-  a oneDNN binary op with numpy broadcasting.
+- A Python-number operand becomes a constant 0-dim tensor of the result's
+  dtype, so the op maps to a oneDNN binary op with numpy broadcasting. 0-dim
+  keeps torch's type promotion in the unfused fallback: a 0-dim tensor, like a
+  number, does not promote a dimensioned operand.
 """
 
 from __future__ import annotations
@@ -21,10 +22,15 @@ _IDENTITY = {"aten::add": 0, "aten::sub": 0, "aten::mul": 1, "aten::div": 1}
 
 
 def _number(value: torch._C.Value) -> numbers.Number | None:
-    """The constant Python number a value holds, else None."""
-    if value.node().kind() != "prim::Constant" or isinstance(value.type(), torch._C.TensorType):
+    """The constant number a value holds (a Python number, or a 0-dim tensor
+    as tracing records the scalar of an in-place op), else None."""
+    if value.node().kind() != "prim::Constant":
         return None
     v = value.toIValue()
+    if isinstance(v, torch.Tensor):
+        if v.dim() != 0 or v.dtype == torch.bool or v.is_complex():
+            return None
+        v = v.item()
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
@@ -56,7 +62,7 @@ def _is_identity(node: torch._C.Node) -> bool:
 def _tensor_constant(graph: torch._C.Graph, node: torch._C.Node, number: numbers.Number,
                      dtype: torch.dtype) -> torch._C.Value:
     with graph.insert_point_guard(node):
-        return graph.insertConstant(torch.tensor([number], dtype=dtype))
+        return graph.insertConstant(torch.tensor(number, dtype=dtype))
 
 
 def _prepare(graph: torch._C.Graph, node: torch._C.Node) -> None:
@@ -68,13 +74,15 @@ def _prepare(graph: torch._C.Graph, node: torch._C.Node) -> None:
     if dtype is None or not isinstance(node.inputsAt(0).type(), torch._C.TensorType):
         return
     number = _number(node.inputsAt(1))
-    if number is not None:
+    operand = node.inputsAt(1).type()
+    if number is not None and not (isinstance(operand, torch._C.TensorType)
+                                   and operand.dtype() == dtype):
         node.replaceInput(1, _tensor_constant(graph, node, number, dtype))
     alpha = _alpha(node)
     other = node.inputsAt(1)
     if alpha is not None and alpha != 1 and isinstance(other.type(), torch._C.TensorType):
         with graph.insert_point_guard(node):
-            factor = graph.insertConstant(torch.tensor([alpha], dtype=dtype))
+            factor = graph.insertConstant(torch.tensor(alpha, dtype=dtype))
             scaled = graph.insertNode(graph.create("aten::mul", [other, factor], 1))
         scaled.output().setType(other.type())
         node.replaceInput(1, scaled.output())

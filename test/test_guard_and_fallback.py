@@ -1,0 +1,116 @@
+"""What runs when inputs differ from the profiled ones: the kernel recompiles for
+new shapes and strides; the guard sends other dtypes and ranks to the unfused
+branch; a spec oneDNN cannot take runs unfused with one warning."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import torch_graphfuse
+from torch_graphfuse.testing import runner
+
+
+class ConvRelu(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(x)) * 2.0
+
+
+class Eltwise(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x * 2.0 + 1.0)
+
+
+def run(module: torch.jit.ScriptModule, x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad(), torch_graphfuse.fuser():
+        return module(x)
+
+
+def test_new_batch_size_compiles_a_new_partition() -> None:
+    model = ConvRelu().eval()
+    module, _, _ = runner.fused(model, [torch.randn(2, 3, 16, 16)])
+    before = torch_graphfuse.kernel_stats()
+    for batch in (1, 5, 2):
+        x = torch.randn(batch, 3, 16, 16)
+        with torch.no_grad():
+            torch.testing.assert_close(run(module, x), model(x))
+    after = torch_graphfuse.kernel_stats()
+    assert after["compiles"] - before["compiles"] == 2  # batch 1 and 5; 2 is cached
+    assert after["fallbacks"] == before["fallbacks"]
+    assert after["fused_runs"] - before["fused_runs"] == 3
+
+
+def test_new_spatial_size_and_strides() -> None:
+    model = ConvRelu().eval()
+    module, _, _ = runner.fused(model, [torch.randn(1, 3, 16, 16)])
+    for x in (torch.randn(1, 3, 9, 23), torch.randn(1, 3, 16, 16).transpose(2, 3),
+              torch.randn(1, 3, 16, 16).to(memory_format=torch.channels_last),
+              torch.randn(1, 3, 32, 32)[:, :, ::2, ::2]):
+        with torch.no_grad():
+            torch.testing.assert_close(run(module, x), model(x), rtol=1e-4, atol=1e-5)
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
+
+
+def test_cached_spec_is_reused() -> None:
+    module, _, _ = runner.fused(ConvRelu().eval(), [torch.randn(1, 3, 16, 16)])
+    before = torch_graphfuse.kernel_stats()
+    for _ in range(5):
+        run(module, torch.randn(1, 3, 16, 16))
+    after = torch_graphfuse.kernel_stats()
+    assert after["compiles"] == before["compiles"]
+    assert after["cache_hits"] - before["cache_hits"] == 5
+
+
+def test_new_dtype_takes_the_unfused_branch() -> None:
+    model = Eltwise()
+    module, _, graph = runner.fused(model, [torch.randn(4, 8)])
+    assert len(runner.fusion_groups(graph)) == 1
+    before = torch_graphfuse.kernel_stats()["fused_runs"]
+    x = torch.randn(4, 8, dtype=torch.float64)
+    out = run(module, x)
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, model(x))
+    assert torch_graphfuse.kernel_stats()["fused_runs"] == before
+
+
+def test_new_rank_takes_the_unfused_branch() -> None:
+    model = Eltwise()
+    module, _, _ = runner.fused(model, [torch.randn(4, 8)])
+    before = torch_graphfuse.kernel_stats()["fused_runs"]
+    x = torch.randn(2, 4, 8)
+    torch.testing.assert_close(run(module, x), model(x))
+    assert torch_graphfuse.kernel_stats()["fused_runs"] == before
+
+
+def test_spec_onednn_cannot_take_runs_unfused_with_one_warning() -> None:
+    model = ConvRelu().eval()
+    module, _, _ = runner.fused(model, [torch.randn(2, 3, 16, 16)])
+    empty = torch.randn(0, 3, 16, 16)
+    with pytest.warns(UserWarning, match="runs unfused"):
+        out = run(module, empty)
+    assert out.shape == (0, 8, 16, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run(module, empty)  # the same spec again: no second warning
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 2
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(run(module, x), model(x))
+
+
+def test_requires_grad_input_under_grad_mode_runs_unfused() -> None:
+    model = Eltwise()
+    module, _, _ = runner.fused(model, [torch.randn(4, 8)])
+    x = torch.randn(4, 8, requires_grad=True)
+    with torch_graphfuse.fuser():
+        out = module(x)
+    out.sum().backward()
+    assert x.grad is not None
+    torch.testing.assert_close(out, model(x))

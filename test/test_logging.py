@@ -1,0 +1,50 @@
+"""PYTORCH_JIT_LOG_LEVEL shows each pass's work, as it does for torch's own passes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+SCRIPT = """
+import torch, torch_graphfuse
+from torch_graphfuse.testing import runner
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+runner.fused(M(), [torch.randn(1, 3, 8, 8)])
+"""
+
+
+def run(level: str | None) -> str:
+    env = dict(os.environ)
+    env.pop("PYTORCH_JIT_LOG_LEVEL", None)
+    if level is not None:
+        env["PYTORCH_JIT_LOG_LEVEL"] = level
+    done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+                          text=True, timeout=120, check=True)
+    return done.stderr
+
+
+def test_each_pass_logs_under_its_module_name() -> None:
+    err = run(">>partition:rewrite:type_guard:>op_mapping:mutation_removal:prepare_binary")
+    assert "[UPDATE partition.py] partition [_convolution, relu]" in err
+    assert "[DUMP rewrite.py] after rewrite:" in err
+    assert "graphfuse::FusionGroup" in err
+    assert "[DUMP type_guard.py]" in err and "graphfuse::Guard" in err
+    assert "[UPDATE op_mapping.py] backend graph:" in err
+    assert "o 0 Convolution" in err
+    assert "[DUMP mutation_removal.py] after mutation_removal:" in err
+    assert "[DUMP prepare_binary.py] after prepare_binary:" in err
+
+
+def test_debug_level_adds_graph_before_pass() -> None:
+    assert "[DEBUG rewrite.py] before rewrite:" in run(">>rewrite")
+    assert "before rewrite" not in run("rewrite")
+
+
+def test_no_output_without_log_level() -> None:
+    assert ".py]" not in run(None)
