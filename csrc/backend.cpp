@@ -1,6 +1,7 @@
 #include "backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -40,6 +41,15 @@ T next(std::istringstream& in, const char* what) {
   return value;
 }
 
+// istream's float parsing refuses "inf", which clamp bounds use.
+float next_float(std::istringstream& in) {
+  auto token = next<std::string>(in, "float");
+  char* end = nullptr;
+  float value = std::strtof(token.c_str(), &end);
+  if (end == token.c_str() || *end != '\0') bad("bad float '" + token + "'");
+  return value;
+}
+
 std::vector<size_t> read_ids(std::istringstream& in) {
   auto n = next<size_t>(in, "count");
   std::vector<size_t> ids(n);
@@ -57,12 +67,12 @@ AttrValue read_attr(std::istringstream& in) {
   }
   if (type == "F") {
     std::vector<float> v(n);
-    for (auto& x : v) x = next<float>(in, "float");
+    for (auto& x : v) x = next_float(in);
     return v;
   }
   if (n != 1) bad("scalar attribute with " + std::to_string(n) + " values");
   if (type == "i") return next<int64_t>(in, "int");
-  if (type == "f") return next<float>(in, "float");
+  if (type == "f") return next_float(in);
   if (type == "b") return next<int>(in, "bool") != 0;
   if (type == "s") return next<std::string>(in, "string");
   bad("attribute type '" + type + "'");
@@ -185,11 +195,20 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
-std::vector<PartitionInfo> partition_graph(const GraphDesc& desc) {
+std::vector<PartitionInfo> partition_graph(
+    const GraphDesc& desc, std::vector<std::pair<size_t, std::string>>& refused) {
   std::unordered_map<size_t, LogicalTensor> lts;
   for (const auto& [id, t] : desc.tensors) lts.emplace(id, to_logical(t, true));
   dg::graph graph(dnnl::engine::kind::cpu);
-  for (const auto& d : desc.ops) graph.add_op(make_op(d, lts));
+  for (const auto& d : desc.ops) {
+    try {
+      graph.add_op(make_op(d, lts));
+    } catch (const dnnl::error& e) {
+      refused.emplace_back(d.id, e.what());
+      OpDesc wildcard{d.id, dg::op::kind::Wildcard, d.inputs, d.outputs, {}};
+      graph.add_op(make_op(wildcard, lts));
+    }
+  }
   graph.finalize();
   std::vector<PartitionInfo> result;
   for (const auto& p : graph.get_partitions(dg::partition::policy::fusion)) {
@@ -225,21 +244,28 @@ std::optional<Compiled> compile_partition(
   for (const auto& lt : outputs) lts.insert_or_assign(lt.get_id(), lt);
 
   dg::graph graph(dnnl::engine::kind::cpu);
-  size_t next_id = 0;
-  for (const auto& d : desc.ops) {
-    graph.add_op(make_op(d, lts));
-    next_id = std::max(next_id, d.id + 1);
+  std::vector<dg::partition> partitions;
+  try {
+    size_t next_id = 0;
+    for (const auto& d : desc.ops) {
+      graph.add_op(make_op(d, lts));
+      next_id = std::max(next_id, d.id + 1);
+    }
+    // Every group output is consumed outside the group: say so, so that
+    // oneDNN keeps it even where an op inside the group also consumes it.
+    for (auto id : desc.outputs)
+      graph.add_op(dg::op(next_id++, dg::op::kind::End, {lts.at(id)}, {}, "end"));
+    graph.finalize();
+    partitions = graph.get_partitions(dg::partition::policy::fusion);
+  } catch (const dnnl::error& e) {
+    why = std::string("oneDNN refused the graph: ") + e.what();
+    return std::nullopt;
   }
-  // Every group output is consumed outside the group: say so, so that oneDNN
-  // keeps it even where an op inside the group also consumes it.
-  for (auto id : desc.outputs)
-    graph.add_op(dg::op(next_id++, dg::op::kind::End, {lts.at(id)}, {}, "end"));
-  graph.finalize();
 
   std::set<size_t> wanted;
   for (const auto& d : desc.ops) wanted.insert(d.id);
   std::optional<dg::partition> chosen;
-  for (auto& p : graph.get_partitions(dg::partition::policy::fusion)) {
+  for (auto& p : partitions) {
     auto ids = p.get_ops();
     if (std::none_of(ids.begin(), ids.end(), [&](size_t i) { return wanted.count(i); }))
       continue;

@@ -63,7 +63,10 @@ struct PartitionInfo {
 };
 
 // Partitions of a whole description, as oneDNN chooses them (fusion policy).
-std::vector<PartitionInfo> partition_graph(const GraphDesc& desc);
+// An op oneDNN refuses to add (say, an attribute it does not know) stands in
+// as a Wildcard; its id and oneDNN's message go to `refused`.
+std::vector<PartitionInfo> partition_graph(
+    const GraphDesc& desc, std::vector<std::pair<size_t, std::string>>& refused);
 
 // A compiled partition with the logical tensors it was compiled for, in the
 // description's input/output order.

@@ -57,11 +57,13 @@ void fuse(std::shared_ptr<torch::jit::Graph>& graph) {
 
 const auto registered = torch::jit::registerPrePass(fuse);
 
-py::list partition(const std::string& text) {
+// (partitions as (supported, op ids, input ids, output ids), refused ops as (id, why))
+py::tuple partition(const std::string& text) {
+  std::vector<std::pair<size_t, std::string>> refused;
   py::list result;
-  for (const auto& p : partition_graph(GraphDesc::parse(text)))
+  for (const auto& p : partition_graph(GraphDesc::parse(text), refused))
     result.append(py::make_tuple(p.supported, p.ops, p.inputs, p.outputs));
-  return result;
+  return py::make_tuple(result, refused);
 }
 
 // Compiles a description alone (dims must be concrete) and reports why not

@@ -47,6 +47,8 @@ class BackendOp:
     outputs: list[int]
     attrs: dict[str, Any] = field(default_factory=dict)
     node: torch._C.Node | None = None
+    # JIT nodes that belong with `node` (a prim::ListConstruct it takes in).
+    absorbed: list[torch._C.Node] = field(default_factory=list)
 
     def line(self) -> str:
         parts = ["o", str(self.id), self.kind, str(len(self.inputs)), *map(str, self.inputs)]

@@ -51,6 +51,7 @@ class Lowering:
     def __init__(self, graph: BackendGraph, node: torch._C.Node) -> None:
         self.graph = graph
         self.node = node
+        self.absorbed: list[torch._C.Node] = []  # list nodes taken in by the mapping
 
     # -- tensors ---------------------------------------------------------
     def _tensor(self, value: torch._C.Value, what: str) -> int:
@@ -89,11 +90,32 @@ class Lowering:
         self.input(i)
         return self.graph.tensors[self.node.inputsAt(i).unique()].dtype
 
-    def temp(self, like: int) -> int:
+    def temp(self, like: int, dtype: str | None = None) -> int:
         """A fresh tensor internal to this node's mapping, shaped like `like`."""
         base = self.graph.tensors[like]
-        return self.graph.add_tensor(TensorSpec(self.graph.fresh_id(), base.dtype, False,
-                                                base.sizes, None))
+        return self.graph.add_tensor(TensorSpec(self.graph.fresh_id(), dtype or base.dtype,
+                                                False, base.sizes, None))
+
+    def out_sizes(self, i: int = 0) -> list[int]:
+        sizes = self.graph.tensors[self.output(i)].sizes
+        assert sizes is not None
+        return sizes
+
+    def list_inputs(self, i: int) -> list[int]:
+        """The tensors of a Tensor[] argument built by prim::ListConstruct."""
+        producer = self.node.inputsAt(i).node()
+        if producer.kind() != "prim::ListConstruct":
+            raise Unsupported(f"argument {i} is not a list built in the graph")
+        self.absorbed.append(producer)
+        return [self._tensor(v, f"list element {j}") for j, v in enumerate(producer.inputs())]
+
+    def cast_to(self, tensor: int, dtype: str) -> int:
+        """`tensor` as `dtype`, through a TypeCast internal to this mapping."""
+        if self.graph.tensors[tensor].dtype == dtype:
+            return tensor
+        cast = self.temp(tensor, dtype)
+        self.emit("TypeCast", [tensor], [cast])
+        return cast
 
     # -- non-tensor arguments ---------------------------------------------
     def is_none(self, i: int) -> bool:
@@ -118,15 +140,22 @@ class Entry:
     lower: Callable[[Lowering], None]
     # Kept as a partition of its own: oneDNN beats ATen even with nothing fused.
     worth_alone: bool = False
+    # The mapping bakes in profiled sizes (a reshape's target, a pool kernel
+    # derived from the input): the group's guard checks exact sizes.
+    static_shapes: bool = False
+    # Index of a Tensor[] argument built by prim::ListConstruct, which the
+    # mapping takes in (the list node joins the node's partition).
+    list_input: int | None = None
 
 
 LOWERINGS: dict[str, Entry] = {}
 
 
-def lowering(*kinds: str, worth_alone: bool = False) -> Callable:
+def lowering(*kinds: str, worth_alone: bool = False, static_shapes: bool = False,
+             list_input: int | None = None) -> Callable:
     def register(fn: Callable[[Lowering], None]) -> Callable[[Lowering], None]:
         for kind in kinds:
-            LOWERINGS[kind] = Entry(fn, worth_alone)
+            LOWERINGS[kind] = Entry(fn, worth_alone, static_shapes, list_input)
         return fn
     return register
 
@@ -146,7 +175,9 @@ UNARY: dict[str, tuple[str, dict[str, Any]]] = {
     "aten::hardswish": ("HardSwish", {}),
     "aten::mish": ("Mish", {}),
     "aten::reciprocal": ("Reciprocal", {}),
+    "aten::round": ("Round", {}),
     "aten::relu6": ("Clamp", {"min": 0.0, "max": 6.0}),
+    "aten::hardsigmoid": ("HardSigmoid", {"alpha": 1.0 / 6.0, "beta": 0.5}),
 }
 
 BINARY: dict[str, str] = {
@@ -159,7 +190,10 @@ BINARY: dict[str, str] = {
 
 def _unary(kind: str, attrs: dict[str, Any]) -> Callable[[Lowering], None]:
     def lower(lo: Lowering) -> None:
-        lo.emit(kind, [lo.input(0)], [lo.output()], **attrs)
+        x, out = lo.input(0), lo.output()
+        if lo.graph.tensors[x].dtype != lo.graph.tensors[out].dtype:
+            raise Unsupported("output dtype differs from input dtype")
+        lo.emit(kind, [x], [out], **attrs)
     return lower
 
 
@@ -167,10 +201,10 @@ def _binary(kind: str) -> Callable[[Lowering], None]:
     def lower(lo: Lowering) -> None:
         # Scalar operands were turned into tensors by prepare_binary; an
         # `alpha` other than 1 was split off there too.
-        a, b, out = lo.input(0), lo.input(1), lo.output()
-        dtypes = {lo.graph.tensors[t].dtype for t in (a, b, out)}
-        if len(dtypes) != 1:
-            raise Unsupported(f"mixed dtypes {sorted(dtypes)}")
+        out = lo.output()
+        # torch computes in the promoted (result) dtype: cast operands to it.
+        dtype = lo.graph.tensors[out].dtype
+        a, b = lo.cast_to(lo.input(0), dtype), lo.cast_to(lo.input(1), dtype)
         if lo.node.kind() in ("aten::add", "aten::sub") and lo.n_inputs() > 2 and lo.const(2) != 1:
             raise Unsupported("alpha != 1")
         if lo.node.kind() == "aten::div" and lo.n_inputs() > 2 and lo.const(2) is not None:
@@ -271,3 +305,233 @@ def gelu(lo: Lowering) -> None:
     if approximate != "none":
         raise Unsupported(f"gelu approximate={approximate!r}")
     lo.emit("GELU", [lo.input(0)], [lo.output()])
+
+
+@lowering("aten::silu")
+def silu(lo: Lowering) -> None:
+    # x * sigmoid(x): oneDNN fuses the pair as a swish post-op.
+    x, out = lo.input(0), lo.output()
+    gate = lo.temp(out)
+    lo.emit("Sigmoid", [x], [gate])
+    lo.emit("Multiply", [x, gate], [out], auto_broadcast="numpy")
+
+
+@lowering("aten::leaky_relu")
+def leaky_relu(lo: Lowering) -> None:
+    lo.emit("LeakyReLU", [lo.input(0)], [lo.output()], alpha=float(lo.const(1)))
+
+
+@lowering("aten::elu")
+def elu(lo: Lowering) -> None:
+    # (self, alpha, scale, input_scale)
+    if lo.n_inputs() > 2 and (lo.const(2) != 1 or lo.const(3) != 1):
+        raise Unsupported("elu with scale or input_scale != 1")
+    lo.emit("Elu", [lo.input(0)], [lo.output()], alpha=float(lo.const(1)))
+
+
+def _clamp(lo: Lowering, low: float | None, high: float | None) -> None:
+    lo.emit("Clamp", [lo.input(0)], [lo.output()],
+            min=float("-inf") if low is None else float(low),
+            max=float("inf") if high is None else float(high))
+
+
+@lowering("aten::clamp", "aten::hardtanh")
+def clamp(lo: Lowering) -> None:
+    # clamp(self, min?, max?) / hardtanh(self, min_val, max_val); bounds are
+    # numbers (a tensor bound is not a constant scalar and is refused).
+    bounds = [lo.const(i) for i in (1, 2)]
+    if any(b is not None and not isinstance(b, (int, float)) for b in bounds):
+        raise Unsupported("tensor clamp bounds")
+    _clamp(lo, bounds[0], bounds[1])
+
+
+@lowering("aten::clamp_min")
+def clamp_min(lo: Lowering) -> None:
+    _clamp(lo, lo.const(1), None)
+
+
+@lowering("aten::clamp_max")
+def clamp_max(lo: Lowering) -> None:
+    _clamp(lo, None, lo.const(1))
+
+
+@lowering("aten::softplus")
+def softplus(lo: Lowering) -> None:
+    # torch returns x where beta*x > threshold; log1p(exp(beta*x))/beta equals
+    # x there to within float rounding, so the threshold needs no op.
+    lo.emit("SoftPlus", [lo.input(0)], [lo.output()], beta=float(lo.const(1)))
+
+
+@lowering("aten::pow")
+def pow_scalar(lo: Lowering) -> None:
+    exponent = lo.const(1)
+    if not isinstance(exponent, (int, float)) or isinstance(exponent, bool):
+        raise Unsupported("pow with a tensor exponent")
+    x, out = lo.input(0), lo.output()
+    if exponent == 2:
+        lo.emit("Square", [x], [out])
+    elif exponent == 0.5:
+        lo.emit("Sqrt", [x], [out])
+    else:
+        lo.emit("Pow", [x], [out], beta=float(exponent))
+
+
+@lowering("aten::softmax", "aten::_softmax")
+def softmax(lo: Lowering) -> None:
+    _softmax(lo, "SoftMax")
+
+
+@lowering("aten::log_softmax", "aten::_log_softmax")
+def log_softmax(lo: Lowering) -> None:
+    _softmax(lo, "LogSoftmax")
+
+
+def _softmax(lo: Lowering, kind: str) -> None:
+    # softmax(self, dim, dtype?) / _softmax(self, dim, half_to_float)
+    x, out = lo.input(0), lo.output()
+    if lo.graph.tensors[x].dtype != lo.graph.tensors[out].dtype:
+        raise Unsupported("softmax into another dtype")
+    lo.emit(kind, [x], [out], axis=int(lo.const(1)))
+
+
+@lowering("aten::layer_norm", worth_alone=True)
+def layer_norm(lo: Lowering) -> None:
+    # (input, normalized_shape, weight?, bias?, eps, cudnn_enable)
+    normalized = lo.const(1)
+    if lo.is_none(2) != lo.is_none(3):
+        raise Unsupported("layer_norm with only one of weight and bias")
+    inputs = [lo.input(0)]
+    if not lo.is_none(2):
+        inputs += [lo.input(2), lo.input(3)]
+    lo.emit("LayerNorm", inputs, [lo.output()], begin_norm_axis=-len(normalized),
+            epsilon=float(lo.const(4)), keep_stats=False, use_affine=len(inputs) == 3)
+
+
+def _pool_lists(lo: Lowering, kernel: int, stride: int, padding: int) -> dict[str, list[int]]:
+    spatial = lo.rank(0) - 2
+    if spatial not in (1, 2, 3):
+        raise Unsupported(f"{spatial + 2}-d pooling input")
+
+    def expand(values: list[int], name: str) -> list[int]:
+        values = list(values) if isinstance(values, (list, tuple)) else [values]
+        if len(values) == 1:
+            values = values * spatial
+        if len(values) != spatial:
+            raise Unsupported(f"pool {name} rank mismatch")
+        return values
+
+    k = expand(lo.const(kernel), "kernel")
+    s = lo.const(stride)
+    s = k if not s else expand(s, "stride")
+    p = expand(lo.const(padding), "padding")
+    return {"kernel": k, "strides": s, "pads_begin": p, "pads_end": p}
+
+
+@lowering("aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", worth_alone=True)
+def max_pool(lo: Lowering) -> None:
+    # (self, kernel_size, stride, padding, dilation, ceil_mode)
+    lists = _pool_lists(lo, 1, 2, 3)
+    dilation = lo.const(4)
+    dilations = list(dilation) if isinstance(dilation, (list, tuple)) else [dilation]
+    if len(dilations) == 1:
+        dilations = dilations * len(lists["kernel"])
+    lo.emit("MaxPool", [lo.input(0)], [lo.output()], **lists, dilations=dilations,
+            rounding_type="ceil" if lo.const(5) else "floor", data_format="NCX")
+
+
+@lowering("aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d", worth_alone=True)
+def avg_pool(lo: Lowering) -> None:
+    # (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override?)
+    if lo.n_inputs() > 6 and not lo.is_none(6):
+        raise Unsupported("avg_pool with divisor_override")
+    lists = _pool_lists(lo, 1, 2, 3)
+    lo.emit("AvgPool", [lo.input(0)], [lo.output()], **lists,
+            exclude_pad=not lo.const(5), rounding_type="ceil" if lo.const(4) else "floor",
+            data_format="NCX")
+
+
+@lowering("aten::adaptive_avg_pool2d", worth_alone=True, static_shapes=True)
+def adaptive_avg_pool2d(lo: Lowering) -> None:
+    # A plain pool when the output size divides the input size.
+    size = lo.sizes(0)
+    if len(size) != 4:
+        raise Unsupported("adaptive_avg_pool2d of a non-4-d input")
+    out = lo.out_sizes()
+    if any(i % o for i, o in zip(size[2:], out[2:], strict=True)):
+        raise Unsupported("adaptive pool whose output size does not divide the input")
+    kernel = [i // o for i, o in zip(size[2:], out[2:], strict=True)]
+    lo.emit("AvgPool", [lo.input(0)], [lo.output()], kernel=kernel, strides=kernel,
+            pads_begin=[0, 0], pads_end=[0, 0], exclude_pad=False, rounding_type="floor",
+            data_format="NCX")
+
+
+@lowering("aten::mean", worth_alone=True)
+def mean(lo: Lowering) -> None:
+    # mean.dim(self, dim, keepdim, dtype?)
+    if lo.n_inputs() < 3:
+        raise Unsupported("mean over all elements")
+    if lo.n_inputs() > 3 and not lo.is_none(3):
+        raise Unsupported("mean with a dtype")
+    dims = lo.const(1)
+    if not dims:
+        raise Unsupported("mean over all elements")
+    lo.emit("ReduceMean", [lo.input(0)], [lo.output()], axes=list(dims),
+            keep_dims=bool(lo.const(2)))
+
+
+@lowering("aten::cat", "aten::concat", worth_alone=True, list_input=0)
+def cat(lo: Lowering) -> None:
+    tensors = lo.list_inputs(0)
+    out = lo.output()
+    dtype = lo.graph.tensors[out].dtype
+    if any(lo.graph.tensors[t].dtype != dtype for t in tensors):
+        raise Unsupported("cat of mixed dtypes")
+    lo.emit("Concat", tensors, [out], axis=int(lo.const(1)))
+
+
+@lowering("aten::permute")
+def permute(lo: Lowering) -> None:
+    lo.emit("StaticTranspose", [lo.input(0)], [lo.output()], order=list(lo.const(1)))
+
+
+@lowering("aten::transpose")
+def transpose(lo: Lowering) -> None:
+    rank = lo.rank(0)
+    order = list(range(rank))
+    a, b = (d % rank for d in (lo.const(1), lo.const(2)))
+    order[a], order[b] = order[b], order[a]
+    lo.emit("StaticTranspose", [lo.input(0)], [lo.output()], order=order)
+
+
+@lowering("aten::t")
+def t(lo: Lowering) -> None:
+    if lo.rank(0) != 2:
+        raise Unsupported("t() of a non-2-d tensor")
+    lo.emit("StaticTranspose", [lo.input(0)], [lo.output()], order=[1, 0])
+
+
+@lowering("aten::reshape", "aten::view", "aten::flatten", "aten::squeeze", "aten::unsqueeze",
+          static_shapes=True)
+def reshape(lo: Lowering) -> None:
+    # The target is the profiled output shape; the guard pins the input's.
+    lo.emit("StaticReshape", [lo.input(0)], [lo.output()], shape=lo.out_sizes(),
+            special_zero=False)
+
+
+@lowering("aten::contiguous")
+def contiguous(lo: Lowering) -> None:
+    lo.emit("Reorder", [lo.input(0)], [lo.output()])
+
+
+@lowering("aten::to")
+def to(lo: Lowering) -> None:
+    # A dtype cast between supported dtypes, on the CPU; every other argument
+    # (non_blocking, copy, memory_format) is a constant the output type reflects.
+    x, out = lo.input(0), lo.output()
+    for i in range(1, lo.n_inputs()):
+        if isinstance(lo.node.inputsAt(i).type(), torch._C.TensorType):
+            raise Unsupported("to() another tensor's dtype and device")
+        lo.const(i)
+    if lo.graph.tensors[x].dtype == lo.graph.tensors[out].dtype:
+        raise Unsupported("a cast to the same dtype (an alias of its input)")
+    lo.emit("TypeCast", [x], [out])

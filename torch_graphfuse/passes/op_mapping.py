@@ -67,6 +67,15 @@ def first_free_id(graph: torch._C.Graph) -> int:
     return top + 1
 
 
+def _list_taken_in(node: torch._C.Node) -> bool:
+    """A list whose only user is a mapping that takes it in (cat's tensors)."""
+    if node.kind() != "prim::ListConstruct" or len(node.output().uses()) != 1:
+        return False
+    use = node.output().uses()[0]
+    entry = LOWERINGS.get(use.user.kind())
+    return entry is not None and entry.list_input == use.offset
+
+
 def map_block(block: torch._C.Block, free_id: int) -> MappedBlock:
     mapped = MappedBlock(block, BackendGraph(free_id), list(block.nodes()))
     backend = mapped.backend
@@ -75,27 +84,39 @@ def map_block(block: torch._C.Block, free_id: int) -> MappedBlock:
         mapped.values[v.unique()] = v
         return backend.add_tensor(tensor_spec(v))
 
+    def wildcard(node: torch._C.Node, inputs: list[torch._C.Value]) -> None:
+        backend.add_op("Wildcard", [tensor(v) for v in inputs],
+                       [tensor(v) for v in node.outputs()], node=node)
+
     defined = {v.unique() for v in block.inputs()}
+    # Lists waiting for their user's mapping, by the list value's id.
+    waiting: dict[int, torch._C.Node] = {}
     for node in mapped.nodes:
         entry = LOWERINGS.get(node.kind())
         if node.kind() == "prim::Constant":
             pass
+        elif _list_taken_in(node):
+            waiting[node.output().unique()] = node
         elif entry is None or list(node.blocks()):
             mapped.unmapped[node] = "no mapping" if entry is None else "has blocks"
         else:
             start = len(backend.ops)
+            lowering = Lowering(backend, node)
             try:
-                entry.lower(Lowering(backend, node))
-                for v in (*node.inputs(), *node.outputs()):
+                entry.lower(lowering)
+                backend.ops[start].absorbed = lowering.absorbed
+                for v in (*node.inputs(), *node.outputs(),
+                          *(x for n in lowering.absorbed for x in n.inputs())):
                     if v.unique() in backend.tensors:
                         mapped.values[v.unique()] = v
             except Unsupported as e:
                 del backend.ops[start:]
                 mapped.unmapped[node] = str(e)
         if node in mapped.unmapped:
-            inputs = [*node.inputs(), *_captured(node, defined)]
-            backend.add_op("Wildcard", [tensor(v) for v in inputs],
-                           [tensor(v) for v in node.outputs()], node=node)
+            for v in node.inputs():
+                if v.unique() in waiting:  # the list's user is not mapped after all
+                    wildcard(waiting.pop(v.unique()), list(v.node().inputs()))
+            wildcard(node, [*node.inputs(), *_captured(node, defined)])
         defined.update(v.unique() for v in node.outputs())
     for v in block.returnNode().inputs():
         backend.add_op("End", [tensor(v)], [])

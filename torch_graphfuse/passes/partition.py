@@ -33,6 +33,7 @@ class Partition:
     input_ids: list[int]  # the values' unique ids, which outlive a rewrite
     output_ids: list[int]
     text: str  # the backend description the kernel compiles
+    static_shapes: bool  # a mapping baked in profiled sizes: guard exact sizes
 
 
 def _describe(nodes: list[torch._C.Node]) -> str:
@@ -65,12 +66,18 @@ def find_partitions(mapped: MappedBlock) -> list[Partition]:
     order = {node: i for i, node in enumerate(mapped.nodes)}
     block_nodes = set(mapped.nodes)
     result = []
-    for supported, op_ids, in_ids, out_ids in _C._partition(backend.to_text()):
+    partitions, refused = _C._partition(backend.to_text())
+    for op_id, why in refused:
+        op = backend.ops[op_id]
+        name = op.node.kind() if op.node is not None else op.kind
+        log.debug(NAME, f"oneDNN refused the {op.kind} op of {name}: {why}")
+    for supported, op_ids, in_ids, out_ids in partitions:
         ops = [backend.ops[i] for i in op_ids]
-        nodes = sorted({op.node for op in ops if op.node is not None}, key=order.__getitem__)
+        nodes = sorted({n for op in ops for n in (op.node, *op.absorbed) if n is not None},
+                       key=order.__getitem__)
         if not supported or not nodes or any(op.kind in ("Wildcard", "End") for op in ops):
             continue
-        if any(Counter(op.node for op in ops)[n] != op_count[n] for n in nodes):
+        if any(Counter(op.node for op in ops)[n] != op_count[n] for n in op_count.keys() & nodes):
             _reject(nodes, "oneDNN split a node's backend ops across partitions")
             continue
         if any(i not in mapped.values for i in (*in_ids, *out_ids)):
@@ -79,12 +86,14 @@ def find_partitions(mapped: MappedBlock) -> list[Partition]:
         if not _used_outside(nodes, block_nodes) <= set(out_ids):
             _reject(nodes, "a value used outside is not a partition output")
             continue
-        if len(nodes) == 1 and not LOWERINGS[nodes[0].kind()].worth_alone:
+        entries = [LOWERINGS[op.node.kind()] for op in ops if op.node is not None]
+        if len({op.node for op in ops}) == 1 and not entries[0].worth_alone:
             _reject(nodes, "a lone op ATen runs as fast")
             continue
         text = backend.to_text(ops, in_ids, out_ids)
         result.append(Partition(nodes, ops, [mapped.values[i] for i in in_ids],
-                                [mapped.values[i] for i in out_ids], in_ids, out_ids, text))
+                                [mapped.values[i] for i in out_ids], in_ids, out_ids, text,
+                                any(e.static_shapes for e in entries)))
         log.update(NAME, f"partition [{_describe(nodes)}]: {len(in_ids)} inputs, "
                          f"{len(out_ids)} outputs")
     return result

@@ -96,6 +96,7 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block,
         group.insertAfter(last)
         group.g_("Subgraph", _subgraph(part, inputs))
         group.s_("desc", part.text)
+        group.i_("static_shapes", int(part.static_shapes))
         for old, new, old_id in zip(part.outputs, group.outputs(), part.output_ids, strict=True):
             new.setType(old.type())
             old.replaceAllUsesAfterNodeWith(group, new)

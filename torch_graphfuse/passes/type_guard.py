@@ -10,7 +10,9 @@ Each group becomes
 The guard checks dtype, device and rank (and not requires_grad under grad
 mode). Sizes and strides are not guarded: the kernel compiles and caches a
 partition per concrete input spec, so a new batch size is a cache miss, not a
-fallback. Frozen weights are constants and need no check.
+fallback. A group whose mapping baked in profiled sizes (a reshape target, a
+pool kernel; `static_shapes`) also checks exact sizes. Frozen weights are
+constants and need no check.
 """
 
 from __future__ import annotations
@@ -23,16 +25,17 @@ NAME = log.module_name(__file__)
 GUARD = "graphfuse::Guard"
 
 
-def _guarded_type(value: torch._C.Value) -> torch._C.TensorType:
+def _guarded_type(value: torch._C.Value, exact_sizes: bool) -> torch._C.TensorType:
     t = value.type()
-    return t.with_sizes([None] * t.dim())
+    return t if exact_sizes else t.with_sizes([None] * t.dim())
 
 
 def guard(graph: torch._C.Graph, group: torch._C.Node) -> None:
     checked = [v for v in group.inputs() if v.node().kind() != "prim::Constant"]
     check = graph.create(GUARD, checked, 1)
     check.insertBefore(group)
-    check.tys_("types", [_guarded_type(v) for v in checked])
+    exact = bool(group.i("static_shapes"))
+    check.tys_("types", [_guarded_type(v, exact) for v in checked])
     check.output().setType(torch._C.BoolType.get())
 
     branch = graph.create("prim::If", [check.output()], group.outputsSize())
