@@ -1,7 +1,8 @@
 """The pass pipeline torch's pass registry runs (through csrc/module.cpp) on each
 profiled graph while fusion is enabled:
 
-    mutation_removal -> prepare_binary -> op_mapping -> partition -> rewrite -> type_guard
+    mutation_removal -> decompose -> prepare_binary -> defer_size_check
+      -> op_mapping -> partition -> rewrite -> type_guard
 
 Each pass lives in passes/<name>.py and logs under that name (see log.py):
 GRAPH_DUMP shows the graph after the pass, GRAPH_DEBUG also the graph before.
@@ -14,7 +15,16 @@ from collections.abc import Callable
 import torch
 
 from . import log
-from .passes import mutation_removal, op_mapping, partition, prepare_binary, rewrite, type_guard
+from .passes import (
+    decompose,
+    defer_size_check,
+    mutation_removal,
+    op_mapping,
+    partition,
+    prepare_binary,
+    rewrite,
+    type_guard,
+)
 
 NAME = log.module_name(__file__)
 
@@ -38,7 +48,9 @@ def fuse_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int) -> li
 def run_pipeline(graph: torch._C.Graph) -> None:
     log.dump(NAME, f"graph given to torch_graphfuse:\n{graph}")
     _logged("mutation_removal", graph, lambda: mutation_removal.run(graph))
+    _logged("decompose", graph, lambda: decompose.run(graph))
     _logged("prepare_binary", graph, lambda: prepare_binary.run(graph))
+    _logged("defer_size_check", graph, lambda: defer_size_check.run(graph))
     groups: list[torch._C.Node] = []
     free_id = op_mapping.first_free_id(graph)
     _logged("rewrite", graph, lambda: groups.extend(fuse_block(graph, graph.block(), free_id)))

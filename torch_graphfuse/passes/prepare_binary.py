@@ -16,6 +16,7 @@ import numbers
 import torch
 
 from ..backend_desc import BACKEND_DTYPES
+from .graph_utils import all_nodes
 
 BINARY_KINDS = ("aten::add", "aten::sub", "aten::mul", "aten::div")
 _IDENTITY = {"aten::add": 0, "aten::sub": 0, "aten::mul": 1, "aten::div": 1}
@@ -90,16 +91,8 @@ def _prepare(graph: torch._C.Graph, node: torch._C.Node) -> None:
             node.replaceInput(2, graph.insertConstant(1))
 
 
-def _walk(block: torch._C.Block) -> list[torch._C.Node]:
-    nodes = []
-    for node in block.nodes():
-        nodes.append(node)
-        for inner in node.blocks():
-            nodes.extend(_walk(inner))
-    return nodes
-
 
 def run(graph: torch._C.Graph) -> None:
-    for node in _walk(graph.block()):
+    for node in all_nodes(graph.block()):
         if node.kind() in BINARY_KINDS and node.outputsSize() == 1:
             _prepare(graph, node)

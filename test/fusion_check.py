@@ -1,0 +1,76 @@
+"""The check every fuser test makes: fuse a model (fp32, or bf16 through eager
+autocast as the seed describes), compare with eager, and report what fused."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+import torch
+
+import torch_graphfuse
+from torch_graphfuse.testing import runner
+
+DTYPES = ["fp32", "bf16"]
+TOLERANCE = {"fp32": dict(rtol=1e-4, atol=1e-5), "bf16": dict(rtol=2e-2, atol=2e-2)}
+
+
+@contextlib.contextmanager
+def precision(dtype: str) -> Iterator[None]:
+    """fp32, or eager bf16 autocast with TorchScript's own autocast off."""
+    if dtype == "fp32":
+        yield
+        return
+    previous = torch._C._jit_set_autocast_mode(False)
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            yield
+    finally:
+        torch._C._jit_set_autocast_mode(previous)
+
+
+def fuse(model: torch.nn.Module, inputs: Sequence[torch.Tensor], dtype: str = "fp32",
+         enabled: bool = True) -> tuple[torch.jit.ScriptModule, object, torch._C.Graph]:
+    with precision(dtype):
+        return runner.fused(model.eval(), inputs, enabled)
+
+
+def eager(model: torch.nn.Module, inputs: Sequence[torch.Tensor], dtype: str = "fp32") -> object:
+    with torch.no_grad(), precision(dtype):
+        return model.eval()(*inputs)
+
+
+def run(module: torch.jit.ScriptModule, inputs: Sequence[torch.Tensor],
+        dtype: str = "fp32") -> object:
+    with torch.no_grad(), precision(dtype), torch_graphfuse.fuser():
+        return module(*inputs)
+
+
+def assert_matches(out: object, ref: object, dtype: str) -> None:
+    torch.testing.assert_close(out, ref, equal_nan=True, check_dtype=True, **TOLERANCE[dtype])
+
+
+def check(model: torch.nn.Module, inputs: Sequence[torch.Tensor], dtype: str = "fp32",
+          groups: int | None = None, left: Sequence[str] | None = ()) -> torch._C.Graph:
+    """Fuse and compare with eager; assert the number of fusion groups (unless
+    None) and the aten ops left outside them (sorted, with repeats; unless None)."""
+    _, out, graph = fuse(model, inputs, dtype)
+    assert_matches(out, eager(model, inputs, dtype), dtype)
+    if groups is not None:
+        assert len(runner.fusion_groups(graph)) == groups, graph
+    if left is not None:
+        assert sorted(unfused(graph, dtype)) == sorted(left), graph
+    return graph
+
+
+def unfused(graph: torch._C.Graph, dtype: str) -> list[str]:
+    """Aten ops left outside fusion groups; under bf16 autocast, less the casts
+    autocast put on the graph's inputs (a lone cast is not worth a partition)."""
+    kinds = runner.unfused_kinds(graph)
+    return [k for k in kinds if k != "aten::to"] if dtype == "bf16" else kinds
+
+
+def group_kinds(graph: torch._C.Graph) -> list[list[str]]:
+    """The aten kinds of each fusion group, sorted, groups sorted."""
+    return sorted(sorted(n.kind() for n in g.g("Subgraph").nodes() if n.kind() != "prim::Constant")
+                  for g in runner.fusion_groups(graph))

@@ -1,0 +1,252 @@
+"""Convolution and what fuses into it, in fp32 and bf16."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+from fusion_check import DTYPES, assert_matches, check, eager, fuse, group_kinds, unfused
+from torch import nn
+from torch.nn import functional as F
+
+from torch_graphfuse.testing import runner
+
+
+def _bn(channels: int) -> nn.BatchNorm2d:
+    bn = nn.BatchNorm2d(channels)
+    with torch.no_grad():
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.uniform_(0.5, 1.5)
+        bn.bias.uniform_(-0.5, 0.5)
+    return bn
+
+
+class Conv(nn.Module):
+    def __init__(self, then: Callable[[torch.Tensor], torch.Tensor] = torch.relu,
+                 cin: int = 4, cout: int = 8, **conv: object) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, conv.pop("kernel", 3), **conv)  # type: ignore[arg-type]
+        self.then = then
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.then(self.conv(x))
+
+
+CONV_SWEEP = [
+    dict(kernel=1), dict(kernel=3), dict(kernel=5, padding=2), dict(kernel=3, stride=2),
+    dict(kernel=3, padding=1, stride=2), dict(kernel=3, dilation=2),
+    dict(kernel=3, dilation=2, padding=2), dict(kernel=3, groups=2), dict(kernel=3, groups=4),
+    dict(kernel=3, bias=False), dict(kernel=(1, 3), padding=(0, 1)),
+    dict(kernel=3, stride=(2, 1), padding=(1, 0)),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("conv", CONV_SWEEP, ids=str)
+def test_conv2d_parameter_sweep(dtype: str, conv: dict[str, object]) -> None:
+    check(Conv(**conv), [torch.randn(2, 4, 15, 15)], dtype, groups=1, left=[])
+
+
+def test_depthwise_conv() -> None:
+    check(Conv(cin=8, cout=8, groups=8, padding=1), [torch.randn(1, 8, 12, 12)], groups=1,
+          left=[])
+
+
+ELTWISE: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": torch.relu,
+    "relu_": torch.relu_,
+    "relu6": F.relu6,
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.1),
+    "leaky_relu_": lambda x: F.leaky_relu_(x, 0.1),
+    "elu": F.elu,
+    "elu_": lambda x: F.elu_(x, 0.5),
+    "gelu": F.gelu,
+    "sigmoid": torch.sigmoid,
+    "sigmoid_": torch.sigmoid_,
+    "tanh": torch.tanh,
+    "tanh_": torch.tanh_,
+    "hardtanh": F.hardtanh,
+    "hardtanh_": lambda x: F.hardtanh_(x, -0.5, 0.5),
+    "hardswish": F.hardswish,
+    "hardswish_": lambda x: F.hardswish(x, inplace=True),
+    "hardsigmoid": F.hardsigmoid,
+    "hardsigmoid_": lambda x: F.hardsigmoid(x, inplace=True),
+    "silu": F.silu,
+    "silu_": lambda x: F.silu(x, inplace=True),
+    "mish": F.mish,
+    "softplus": F.softplus,
+    "exp": torch.exp,
+    "exp_": torch.exp_,
+    "abs": torch.abs,
+    "abs_": torch.abs_,
+    "square": torch.square,
+    "sqrt_of_abs": lambda x: torch.sqrt(torch.abs(x)),
+    "log_of_abs": lambda x: torch.log(torch.abs(x) + 1.0),
+    "pow2": lambda x: torch.pow(x, 2),
+    "round": torch.round,
+    "clamp": lambda x: torch.clamp(x, -0.5, 0.5),
+    "clamp_": lambda x: torch.clamp_(x, -0.5, 0.5),
+    "mul_scalar_": lambda x: x.mul_(2.0),
+    "add_scalar_": lambda x: x.add_(1.0),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(ELTWISE))
+def test_conv_eltwise(dtype: str, name: str) -> None:
+    model, x = Conv(ELTWISE[name]), torch.randn(1, 4, 12, 12)
+    if name == "round" and dtype == "bf16":
+        # Fused, the conv result is rounded before its bf16 conversion, eagerly
+        # after: a value near .5 may land one integer apart.
+        _, out, graph = fuse(model, [x], dtype)
+        torch.testing.assert_close(out, eager(model, [x], dtype), rtol=0, atol=1.0)
+        assert unfused(graph, dtype) == []
+    else:
+        graph = check(model, [x], dtype, groups=1, left=[])
+    assert "aten::_convolution" in group_kinds(graph)[0]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_conv_tanh_gelu_keeps_gelu_unfused(dtype: str) -> None:
+    # oneDNN v3.2 has no tanh-approximated GELU: the conv fuses alone.
+    check(Conv(lambda x: F.gelu(x, approximate="tanh")), [torch.randn(1, 4, 12, 12)], dtype,
+          groups=1, left=["aten::gelu"])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+def test_conv_silu(dtype: str, channels_last: bool) -> None:
+    model = Conv(F.silu, padding=1)
+    x = torch.randn(2, 4, 10, 10)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.to(memory_format=torch.channels_last)
+    graph = check(model, [x], dtype, groups=1, left=[])
+    assert group_kinds(graph) == [["aten::_convolution", "aten::silu"]]
+
+
+CLAMPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "min_max": lambda x: torch.clamp(x, -1.0, 1.0),
+    "min_only": lambda x: torch.clamp(x, min=0.0),
+    "max_only": lambda x: torch.clamp(x, max=0.5),
+    "int_bounds": lambda x: torch.clamp(x, -1, 2),
+    "infinite_max": lambda x: torch.clamp(x, 0.0, float("inf")),
+    "clamp_min": lambda x: torch.clamp_min(x, 0.1),
+    "clamp_max": lambda x: torch.clamp_max(x, 0.1),
+    "hardtanh": lambda x: F.hardtanh(x, -2.0, 2.0),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(CLAMPS))
+def test_conv_clamp(dtype: str, name: str) -> None:
+    check(Conv(CLAMPS[name]), [torch.randn(1, 4, 10, 10)], dtype, groups=1, left=[])
+
+
+class ConvBn(nn.Module):
+    def __init__(self, relu: bool) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 3, padding=1, bias=False)
+        self.bn = _bn(8)
+        self.relu = relu
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.bn(self.conv(x))
+        return torch.relu(y) if self.relu else y
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("relu", [False, True], ids=["conv_bn", "conv_bn_relu"])
+def test_conv_bn(dtype: str, relu: bool) -> None:
+    # freeze folds the batch norm into the convolution's weights and bias.
+    graph = check(ConvBn(relu), [torch.randn(2, 4, 9, 9)], dtype, groups=1, left=[])
+    assert "aten::batch_norm" not in str(graph)
+
+
+class BnRelu(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = _bn(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.bn(x))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bn_relu(dtype: str) -> None:
+    # A batch norm with no convolution before it stays a batch norm, and fuses.
+    graph = check(BnRelu(), [torch.randn(2, 4, 6, 6)], dtype, groups=1, left=[])
+    assert group_kinds(graph) == [["aten::batch_norm", "aten::relu"]]
+
+
+class ConvBnSumRelu(nn.Module):
+    """The ResNet basic block: conv-bn-relu, conv-bn, + shortcut, relu."""
+
+    def __init__(self, downsample: bool) -> None:
+        super().__init__()
+        stride = 2 if downsample else 1
+        self.conv1, self.bn1 = nn.Conv2d(8, 16, 3, stride, 1, bias=False), _bn(16)
+        self.conv2, self.bn2 = nn.Conv2d(16, 16, 3, 1, 1, bias=False), _bn(16)
+        self.short = nn.Sequential(nn.Conv2d(8, 16, 1, stride, bias=False), _bn(16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(y)) + self.short(x))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("downsample", [False, True])
+def test_conv_bn_sum_relu(dtype: str, downsample: bool) -> None:
+    graph = check(ConvBnSumRelu(downsample), [torch.randn(1, 8, 16, 16)], dtype, left=[])
+    assert len(runner.fusion_groups(graph)) <= 3
+
+
+class ConvInList(nn.Module):
+    """A conv output that is also returned as a list element (a wildcard user)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        y = self.conv(x)
+        return [y, torch.relu(y)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_conv_output_also_returned_in_a_list(dtype: str) -> None:
+    model = ConvInList()
+    inputs = [torch.randn(1, 4, 8, 8)]
+    _, out, graph = fuse(model, inputs, dtype)
+    ref = eager(model, inputs, dtype)
+    for a, b in zip(out, ref, strict=True):  # type: ignore[call-overload]
+        assert_matches(a, b, dtype)
+    assert "aten::_convolution" not in runner.unfused_kinds(graph)
+
+
+class ConvThenUnfused(nn.Module):
+    """A partition output consumed by an op left to ATen (erf: oneDNN has no
+    such op), which keeps its input's memory format."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.conv(x))
+        return torch.erf(y)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_channels_last_strides_handed_to_unfused_op(dtype: str) -> None:
+    model = ConvThenUnfused().to(memory_format=torch.channels_last)
+    x = torch.randn(2, 4, 8, 8).to(memory_format=torch.channels_last)
+    _, out, graph = fuse(model, [x], dtype)
+    assert unfused(graph, dtype) == ["aten::erf"]
+    ref = eager(model, [x], dtype)
+    assert_matches(out, ref, dtype)
+    # erf keeps its input's memory format: the group handed back NHWC strides.
+    assert ref.is_contiguous(memory_format=torch.channels_last)
+    assert out.is_contiguous(memory_format=torch.channels_last)
