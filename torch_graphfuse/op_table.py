@@ -109,14 +109,6 @@ class Lowering:
         self.absorbed.append(producer)
         return [self._tensor(v, f"list element {j}") for j, v in enumerate(producer.inputs())]
 
-    def cast_to(self, tensor: int, dtype: str) -> int:
-        """`tensor` as `dtype`, through a TypeCast internal to this mapping."""
-        if self.graph.tensors[tensor].dtype == dtype:
-            return tensor
-        cast = self.temp(tensor, dtype)
-        self.emit("TypeCast", [tensor], [cast])
-        return cast
-
     # -- non-tensor arguments ---------------------------------------------
     def is_none(self, i: int) -> bool:
         return self.node.inputsAt(i).node().mustBeNone()
@@ -201,10 +193,10 @@ def _binary(kind: str) -> Callable[[Lowering], None]:
     def lower(lo: Lowering) -> None:
         # Scalar operands were turned into tensors by prepare_binary; an
         # `alpha` other than 1 was split off there too.
-        out = lo.output()
-        # torch computes in the promoted (result) dtype: cast operands to it.
-        dtype = lo.graph.tensors[out].dtype
-        a, b = lo.cast_to(lo.input(0), dtype), lo.cast_to(lo.input(1), dtype)
+        # prepare_binary cast tensor operands to the result dtype already.
+        a, b, out = lo.input(0), lo.input(1), lo.output()
+        if len({lo.graph.tensors[t].dtype for t in (a, b, out)}) != 1:
+            raise Unsupported("operands of another dtype than the result")
         if lo.node.kind() in ("aten::add", "aten::sub") and lo.n_inputs() > 2 and lo.const(2) != 1:
             raise Unsupported("alpha != 1")
         if lo.node.kind() == "aten::div" and lo.n_inputs() > 2 and lo.const(2) is not None:
@@ -271,8 +263,9 @@ def linear(lo: Lowering) -> None:
 
 @lowering("aten::matmul", "aten::mm", "aten::bmm", worth_alone=True)
 def matmul(lo: Lowering) -> None:
-    if lo.rank(0) < 2 or lo.rank(1) < 2:
-        raise Unsupported("matmul of a 1-d operand")
+    ranks = sorted((lo.rank(0), lo.rank(1)))
+    if ranks[0] == 1 and ranks[1] != 2:
+        raise Unsupported("matmul of a 1-d operand with a batched one")
     lo.emit("MatMul", [lo.input(0), lo.input(1)], [lo.output()])
 
 

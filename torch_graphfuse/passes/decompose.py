@@ -73,7 +73,12 @@ DECOMPOSITIONS: dict[str, Callable[[torch._C.Graph, torch._C.Node], bool]] = {
 
 
 def run(graph: torch._C.Graph) -> None:
+    changed = False
     for node in all_nodes(graph.block()):
         rewrite = DECOMPOSITIONS.get(node.kind())
         if rewrite is not None and rewrite(graph, node):
             node.destroy()
+            changed = True
+    if changed:
+        # beta * bias of a frozen addmm is a constant: fold it.
+        torch._C._jit_pass_constant_propagation(graph)

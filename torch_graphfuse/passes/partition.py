@@ -75,7 +75,10 @@ def find_partitions(mapped: MappedBlock) -> list[Partition]:
         ops = [backend.ops[i] for i in op_ids]
         nodes = sorted({n for op in ops for n in (op.node, *op.absorbed) if n is not None},
                        key=order.__getitem__)
-        if not supported or not nodes or any(op.kind in ("Wildcard", "End") for op in ops):
+        if not nodes or any(op.kind in ("Wildcard", "End") for op in ops):
+            continue
+        if not supported:
+            _reject(nodes, "oneDNN does not support this partition")
             continue
         if any(Counter(op.node for op in ops)[n] != op_count[n] for n in op_count.keys() & nodes):
             _reject(nodes, "oneDNN split a node's backend ops across partitions")

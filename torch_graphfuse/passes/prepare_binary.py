@@ -7,6 +7,10 @@
   dtype, so the op maps to a oneDNN binary op with numpy broadcasting. 0-dim
   keeps torch's type promotion in the unfused fallback: a 0-dim tensor, like a
   number, does not promote a dimensioned operand.
+- A tensor operand of another dtype than the result (a bf16 result of autocast
+  meeting an f32 residual) is cast first by an explicit `aten::to`, as torch's
+  promotion does inside the op: oneDNN may then fuse the cast into the
+  producer and the op into what follows, each where its patterns allow.
 """
 
 from __future__ import annotations
@@ -66,6 +70,27 @@ def _tensor_constant(graph: torch._C.Graph, node: torch._C.Node, number: numbers
         return graph.insertConstant(torch.tensor(number, dtype=dtype))
 
 
+# c10::ScalarType codes, as TorchScript passes a dtype argument.
+_SCALAR_TYPE_CODE = {torch.float32: 6, torch.bfloat16: 15}
+
+
+def _cast_operands(graph: torch._C.Graph, node: torch._C.Node, dtype: torch.dtype) -> None:
+    for i in (0, 1):
+        value = node.inputsAt(i)
+        t = value.type()
+        if not isinstance(t, torch._C.TensorType) or t.dtype() in (None, dtype):
+            continue
+        if t.dtype() not in BACKEND_DTYPES or t.sizes() is None:
+            continue
+        with graph.insert_point_guard(node):
+            args = [value, graph.insertConstant(_SCALAR_TYPE_CODE[dtype]),
+                    graph.insertConstant(False), graph.insertConstant(False),
+                    graph.insertConstant(None)]
+            cast = graph.insertNode(graph.create("aten::to", args, 1))
+        cast.output().setType(t.with_dtype(dtype))
+        node.replaceInput(i, cast.output())
+
+
 def _prepare(graph: torch._C.Graph, node: torch._C.Node) -> None:
     if _is_identity(node):
         node.output().replaceAllUsesWith(node.inputsAt(0))
@@ -80,6 +105,8 @@ def _prepare(graph: torch._C.Graph, node: torch._C.Node) -> None:
                                    and operand.dtype() == dtype):
         node.replaceInput(1, _tensor_constant(graph, node, number, dtype))
     alpha = _alpha(node)
+    other = node.inputsAt(1)
+    _cast_operands(graph, node, dtype)
     other = node.inputsAt(1)
     if alpha is not None and alpha != 1 and isinstance(other.type(), torch._C.TensorType):
         with graph.insert_point_guard(node):

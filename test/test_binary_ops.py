@@ -1,0 +1,137 @@
+"""add/sub/mul/div: tensors and scalars, broadcasting both ways, identities, alpha."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+from fusion_check import DTYPES, check, group_kinds
+from torch import nn
+
+Binary = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+OPS: dict[str, Binary] = {"add": torch.add, "sub": torch.sub, "mul": torch.mul,
+                          "div": torch.div}
+
+
+class Conv(nn.Module):
+    """A conv so that the binary op has something to fuse into."""
+
+    def __init__(self, op: Binary, other_first: bool) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 1)
+        self.op, self.other_first = op, other_first
+
+    def forward(self, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return self.op(other, y) if self.other_first else self.op(y, other)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", sorted(OPS))
+@pytest.mark.parametrize("other_first", [False, True], ids=["y_op_other", "other_op_y"])
+@pytest.mark.parametrize("other_shape", [(1, 4, 6, 6), (4, 1, 1), (1, 1, 6), (6,)], ids=str)
+def test_broadcasting_binary(dtype: str, op: str, other_first: bool,
+                             other_shape: tuple[int, ...]) -> None:
+    # away from zero for div; in the tested dtype (mixed dtypes: see below)
+    other = torch.rand(*other_shape) + 0.5
+    if dtype == "bf16":
+        other = other.bfloat16()
+    model, inputs = Conv(OPS[op], other_first), [torch.randn(1, 4, 6, 6), other]
+    if other_first and op in ("sub", "div"):
+        # oneDNN's post-ops take the conv result as the first operand only: the
+        # conv fuses alone and a lone sub/div stays with ATen.
+        check(model, inputs, dtype, groups=1, left=[f"aten::{op}"])
+    else:
+        check(model, inputs, dtype, groups=1, left=[])
+
+
+class Outer(nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(a * b + a)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_broadcast_both_operands(dtype: str) -> None:
+    # [4, 1] * [1, 5] -> [4, 5]: each side broadcasts along the other's axis.
+    check(Outer(), [torch.randn(4, 1), torch.randn(1, 5)], dtype, groups=1, left=[])
+
+
+class Scalars(nn.Module):
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.fn(x))
+
+
+SCALAR_FORMS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "x+2": lambda x: x + 2,
+    "x+0.5": lambda x: x + 0.5,
+    "2+x": lambda x: 2 + x,
+    "x-1.5": lambda x: x - 1.5,
+    "x*3": lambda x: x * 3,
+    "x/4": lambda x: x / 4,
+    "x*0.5+1": lambda x: x * 0.5 + 1,
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("form", sorted(SCALAR_FORMS))
+def test_scalar_operands(dtype: str, form: str) -> None:
+    check(Scalars(SCALAR_FORMS[form]), [torch.randn(3, 8)], dtype, groups=1, left=[])
+
+
+class ConvIdentities(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu((self.conv(x) * 1 + 0) / 1 - 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_identity_binary_ops_are_removed(dtype: str) -> None:
+    graph = check(ConvIdentities(), [torch.randn(1, 4, 5, 5)], dtype, groups=1, left=[])
+    assert group_kinds(graph) == [["aten::_convolution", "aten::relu"]]
+
+
+class Alpha(nn.Module):
+    def __init__(self, op: Binary) -> None:
+        super().__init__()
+        self.op = op
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.op(x, y))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["add", "sub"])
+def test_alpha_is_split_off(dtype: str, op: str) -> None:
+    model = Alpha(lambda x, y: OPS[op](x, y, alpha=2.5))
+    graph = check(model, [torch.randn(3, 8), torch.randn(3, 8)], dtype, groups=1, left=None)
+    kinds = group_kinds(graph)[0]
+    assert f"aten::{op}" in kinds and "aten::relu" in kinds
+    if op == "add":  # add commutes: the scaled operand fuses in as well
+        assert "aten::mul" in kinds
+
+
+class MixedPrecisionResidual(nn.Module):
+    """Under autocast a bf16 linear result meets an f32 residual: torch promotes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.fc(x) + x)
+
+
+def test_mixed_dtype_add_casts_explicitly() -> None:
+    # The bf16 result is cast to f32 by an explicit aten::to (oneDNN v3.2 fuses
+    # such a cast into a convolution, not a matmul, and has no pattern from a
+    # cast into a binary op): linear and add + relu fuse apart.
+    graph = check(MixedPrecisionResidual(), [torch.randn(4, 8)], "bf16", left=[])
+    assert group_kinds(graph) == [["aten::add", "aten::relu"], ["aten::linear"]]

@@ -1,0 +1,96 @@
+"""Linear, matmul and addmm, and what fuses into them, in fp32 and bf16."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+from fusion_check import DTYPES, check, group_kinds
+from test_conv_fusion import ELTWISE
+from torch import nn
+from torch.nn import functional as F
+
+
+class Linear(nn.Module):
+    def __init__(self, then: Callable[[torch.Tensor], torch.Tensor] = torch.relu,
+                 bias: bool = True) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 24, bias=bias)
+        self.then = then
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.then(self.fc(x))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(4, 16), (2, 3, 16), (2, 2, 3, 16)], ids=str)
+def test_linear(dtype: str, bias: bool, shape: tuple[int, ...]) -> None:
+    graph = check(Linear(lambda y: y, bias), [torch.randn(*shape)], dtype, groups=1, left=[])
+    assert group_kinds(graph) == [["aten::linear"]]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(set(ELTWISE) - {"round"}))
+def test_linear_eltwise(dtype: str, name: str) -> None:
+    graph = check(Linear(ELTWISE[name]), [torch.randn(4, 16)], dtype, groups=1, left=[])
+    assert "aten::linear" in group_kinds(graph)[0]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_linear_silu_and_bias_add(dtype: str) -> None:
+    model = Linear(lambda y: F.silu(y) + torch.ones(24, dtype=y.dtype))
+    check(model, [torch.randn(4, 16)], dtype, groups=1, left=[])
+
+
+class Matmul(nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.matmul(a, b))
+
+
+MATMUL_SHAPES = [
+    ((4, 8), (8, 5)),            # 2-d x 2-d
+    ((3, 4, 8), (3, 8, 5)),      # batched
+    ((3, 4, 8), (8, 5)),         # batched x 2-d (broadcast)
+    ((2, 3, 4, 8), (2, 3, 8, 5)),
+    ((2, 1, 4, 8), (1, 3, 8, 5)),  # broadcast batch dims both ways
+    ((8,), (8, 5)),              # 1-d x 2-d
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
+def test_matmul_ranks(dtype: str, shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+    a, b = (torch.randn(*s) for s in shapes)
+    check(Matmul(), [a, b], dtype, groups=1, left=[])
+
+
+class MmBmm(nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(torch.bmm(a, b)) + torch.mm(a[0], b[0])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mm_and_bmm(dtype: str) -> None:
+    graph = check(MmBmm(), [torch.randn(2, 4, 8), torch.randn(2, 8, 4)], dtype,
+                  left=["aten::select", "aten::select"])
+    fused = [k for g in group_kinds(graph) for k in g]
+    assert "aten::bmm" in fused and "aten::mm" in fused
+
+
+class Addmm(nn.Module):
+    def __init__(self, beta: float, alpha: float) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(6))
+        self.w = nn.Parameter(torch.randn(8, 6))
+        self.beta, self.alpha = beta, alpha
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.addmm(self.bias, x, self.w, beta=self.beta, alpha=self.alpha))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 1), (1, 2.0), (0.25, -1.5)])
+def test_addmm(dtype: str, beta: float, alpha: float) -> None:
+    check(Addmm(beta, alpha), [torch.randn(4, 8)], dtype, groups=1, left=[])
