@@ -114,3 +114,33 @@ def test_requires_grad_input_under_grad_mode_runs_unfused() -> None:
     out.sum().backward()
     assert x.grad is not None
     torch.testing.assert_close(out, model(x))
+
+
+class ConvPool(nn.Module):
+    """An adaptive pool maps to a pool whose kernel comes from the profiled
+    input size: the group guards exact sizes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.AdaptiveAvgPool2d(2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pool(torch.relu(self.conv(x)))
+
+
+def test_shape_pinned_group_falls_back_on_a_new_shape() -> None:
+    model = ConvPool().eval()
+    module, _, graph = runner.fused(model, [torch.randn(1, 3, 8, 8)])
+    pinned = [g for g in runner.fusion_groups(graph) if g.i("static_shapes")]
+    assert pinned, graph
+    before = torch_graphfuse.kernel_stats()["fused_runs"]
+    x = torch.randn(1, 3, 12, 12)
+    with torch.no_grad():
+        torch.testing.assert_close(run(module, x), model(x))
+    # only the groups that are not pinned ran fused
+    assert torch_graphfuse.kernel_stats()["fused_runs"] - before == \
+        len(runner.fusion_groups(graph)) - len(pinned)
+    x = torch.randn(1, 3, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(run(module, x), model(x))

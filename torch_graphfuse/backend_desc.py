@@ -49,6 +49,8 @@ class BackendOp:
     node: torch._C.Node | None = None
     # JIT nodes that belong with `node` (a prim::ListConstruct it takes in).
     absorbed: list[torch._C.Node] = field(default_factory=list)
+    # Right for the profiled sizes only (see op_table.Entry.static_shapes).
+    static_shapes: bool = False
 
     def line(self) -> str:
         parts = ["o", str(self.id), self.kind, str(len(self.inputs)), *map(str, self.inputs)]

@@ -52,6 +52,7 @@ class Lowering:
         self.graph = graph
         self.node = node
         self.absorbed: list[torch._C.Node] = []  # list nodes taken in by the mapping
+        self.pinned = False  # the mapping used profiled sizes: guard exact sizes
 
     # -- tensors ---------------------------------------------------------
     def _tensor(self, value: torch._C.Value, what: str) -> int:
@@ -95,6 +96,10 @@ class Lowering:
         base = self.graph.tensors[like]
         return self.graph.add_tensor(TensorSpec(self.graph.fresh_id(), dtype or base.dtype,
                                                 False, base.sizes, None))
+
+    def pin_shapes(self) -> None:
+        """This mapping is right for the profiled sizes only."""
+        self.pinned = True
 
     def out_sizes(self, i: int = 0) -> list[int]:
         sizes = self.graph.tensors[self.output(i)].sizes
@@ -391,6 +396,10 @@ def _softmax(lo: Lowering, kind: str) -> None:
 def layer_norm(lo: Lowering) -> None:
     # (input, normalized_shape, weight?, bias?, eps, cudnn_enable)
     normalized = lo.const(1)
+    if len(normalized) != 1:
+        # oneDNN v3.2 normalizes over the last dim whatever begin_norm_axis
+        # says: a wrong result, not a refusal.
+        raise Unsupported("layer_norm over more than one dim")
     if lo.is_none(2) != lo.is_none(3):
         raise Unsupported("layer_norm with only one of weight and bias")
     inputs = [lo.input(0)]
@@ -438,9 +447,18 @@ def avg_pool(lo: Lowering) -> None:
     if lo.n_inputs() > 6 and not lo.is_none(6):
         raise Unsupported("avg_pool with divisor_override")
     lists = _pool_lists(lo, 1, 2, 3)
-    lo.emit("AvgPool", [lo.input(0)], [lo.output()], **lists,
-            exclude_pad=not lo.const(5), rounding_type="ceil" if lo.const(4) else "floor",
-            data_format="NCX")
+    ceil, count_pad = bool(lo.const(4)), bool(lo.const(5))
+    if ceil and count_pad:
+        # torch's divisor for a window past the padded input differs from
+        # oneDNN's; take it only where ceil and floor agree on the size.
+        floor_sizes = [(n + 2 * p - k) // s + 1 for n, k, s, p in zip(
+            lo.sizes(0)[2:], lists["kernel"], lists["strides"], lists["pads_begin"], strict=True)]
+        if floor_sizes != lo.out_sizes()[2:]:
+            raise Unsupported("avg_pool ceil_mode window past the padded input")
+        lo.pin_shapes()
+        ceil = False
+    lo.emit("AvgPool", [lo.input(0)], [lo.output()], **lists, exclude_pad=not count_pad,
+            rounding_type="ceil" if ceil else "floor", data_format="NCX")
 
 
 @lowering("aten::adaptive_avg_pool2d", worth_alone=True, static_shapes=True)
@@ -507,6 +525,8 @@ def t(lo: Lowering) -> None:
           static_shapes=True)
 def reshape(lo: Lowering) -> None:
     # The target is the profiled output shape; the guard pins the input's.
+    for i in range(1, lo.n_inputs()):
+        lo.const(i)  # a shape computed at run time (from sizes) is refused
     lo.emit("StaticReshape", [lo.input(0)], [lo.output()], shape=lo.out_sizes(),
             special_zero=False)
 

@@ -105,6 +105,8 @@ def map_block(block: torch._C.Block, free_id: int) -> MappedBlock:
             try:
                 entry.lower(lowering)
                 backend.ops[start].absorbed = lowering.absorbed
+                for op in backend.ops[start:]:
+                    op.static_shapes = entry.static_shapes or lowering.pinned
                 for v in (*node.inputs(), *node.outputs(),
                           *(x for n in lowering.absorbed for x in n.inputs())):
                     if v.unique() in backend.tensors:

@@ -56,6 +56,14 @@ def _used_outside(nodes: list[torch._C.Node], block_nodes: set[torch._C.Node]) -
     return used
 
 
+def _computed_arguments(nodes: list[torch._C.Node], in_ids: list[int]) -> bool:
+    """Whether a node reads a non-tensor value computed outside the partition
+    (the group's subgraph can only take tensors and copy constants)."""
+    inside = {v.unique() for n in nodes for v in n.outputs()} | set(in_ids)
+    return any(v.unique() not in inside and v.node().kind() != "prim::Constant"
+               for n in nodes for v in n.inputs())
+
+
 def _reject(nodes: list[torch._C.Node], why: str) -> None:
     log.debug(NAME, f"partition [{_describe(nodes)}] left unfused: {why}")
 
@@ -86,6 +94,9 @@ def find_partitions(mapped: MappedBlock) -> list[Partition]:
         if any(i not in mapped.values for i in (*in_ids, *out_ids)):
             _reject(nodes, "a port is internal to a node's mapping")
             continue
+        if _computed_arguments(nodes, in_ids):
+            _reject(nodes, "an argument is computed at run time")
+            continue
         if not _used_outside(nodes, block_nodes) <= set(out_ids):
             _reject(nodes, "a value used outside is not a partition output")
             continue
@@ -96,7 +107,7 @@ def find_partitions(mapped: MappedBlock) -> list[Partition]:
         text = backend.to_text(ops, in_ids, out_ids)
         result.append(Partition(nodes, ops, [mapped.values[i] for i in in_ids],
                                 [mapped.values[i] for i in out_ids], in_ids, out_ids, text,
-                                any(e.static_shapes for e in entries)))
+                                any(op.static_shapes for op in ops)))
         log.update(NAME, f"partition [{_describe(nodes)}]: {len(in_ids)} inputs, "
                          f"{len(out_ids)} outputs")
     return result

@@ -107,3 +107,109 @@ def _randomize_batchnorm(model: nn.Module) -> None:
                 m.running_var.uniform_(0.5, 1.5, generator=gen)
                 m.weight.uniform_(0.5, 1.5, generator=gen)
                 m.bias.uniform_(-0.1, 0.1, generator=gen)
+
+
+def resnext_block(inplanes: int = 64, planes: int = 32, groups: int = 8) -> Bottleneck:
+    """A ResNeXt bottleneck: the 3x3 convolution is grouped."""
+    block = Bottleneck(inplanes, planes, 1, groups=groups, width_per_group=4)
+    _randomize_batchnorm(block)
+    return block
+
+
+class DenseLayer(nn.Module):
+    """DenseNet: bn-relu-conv1x1-bn-relu-conv3x3, concatenated to the input."""
+
+    def __init__(self, channels: int, growth: int = 16, bottleneck: int = 4) -> None:
+        super().__init__()
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv1 = nn.Conv2d(channels, bottleneck * growth, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(bottleneck * growth)
+        self.conv2 = nn.Conv2d(bottleneck * growth, growth, 3, padding=1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv1(torch.relu(self.bn1(x)))
+        y = self.conv2(torch.relu(self.bn2(y)))
+        return torch.cat([x, y], 1)
+
+
+class DenseBlock(nn.Module):
+    def __init__(self, channels: int = 32, layers: int = 3, growth: int = 16) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(*(DenseLayer(channels + i * growth, growth)
+                                      for i in range(layers)))
+        _randomize_batchnorm(self)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1,
+             act: nn.Module | None = None) -> nn.Sequential:
+    layers: list[nn.Module] = [nn.Conv2d(cin, cout, kernel, stride, kernel // 2, groups=groups,
+                                         bias=False), nn.BatchNorm2d(cout)]
+    if act is not None:
+        layers.append(act)
+    return nn.Sequential(*layers)
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2: expand 1x1 + relu6, depthwise 3x3 + relu6, project 1x1, residual."""
+
+    def __init__(self, channels: int = 24, expand: int = 6, stride: int = 1) -> None:
+        super().__init__()
+        hidden = channels * expand
+        self.residual = stride == 1
+        self.body = nn.Sequential(
+            _conv_bn(channels, hidden, 1, act=nn.ReLU6(inplace=True)),
+            _conv_bn(hidden, hidden, 3, stride, groups=hidden, act=nn.ReLU6(inplace=True)),
+            _conv_bn(hidden, channels, 1))
+        _randomize_batchnorm(self)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.body(x)
+        return x + y if self.residual else y
+
+
+class SqueezeExcite(nn.Module):
+    def __init__(self, channels: int, squeezed: int, act: nn.Module, gate: nn.Module) -> None:
+        super().__init__()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.reduce = nn.Conv2d(channels, squeezed, 1)
+        self.expand = nn.Conv2d(squeezed, channels, 1)
+        self.act, self.gate = act, gate
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gate(self.expand(self.act(self.reduce(self.pool(x)))))
+
+
+class MobileNetV3Block(nn.Module):
+    """MobileNetV3: expand + hardswish, depthwise + hardswish, SE (relu,
+    hardsigmoid), project, residual."""
+
+    def __init__(self, channels: int = 40, expand: int = 3) -> None:
+        super().__init__()
+        hidden = channels * expand
+        self.expand = _conv_bn(channels, hidden, 1, act=nn.Hardswish())
+        self.depthwise = _conv_bn(hidden, hidden, 5, groups=hidden, act=nn.Hardswish())
+        self.se = SqueezeExcite(hidden, hidden // 4, nn.ReLU(), nn.Hardsigmoid())
+        self.project = _conv_bn(hidden, channels, 1)
+        _randomize_batchnorm(self)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.project(self.se(self.depthwise(self.expand(x))))
+
+
+class MBConv(nn.Module):
+    """EfficientNet: expand + silu, depthwise + silu, SE (silu, sigmoid), project, residual."""
+
+    def __init__(self, channels: int = 32, expand: int = 4) -> None:
+        super().__init__()
+        hidden = channels * expand
+        self.expand = _conv_bn(channels, hidden, 1, act=nn.SiLU())
+        self.depthwise = _conv_bn(hidden, hidden, 3, groups=hidden, act=nn.SiLU())
+        self.se = SqueezeExcite(hidden, channels // 4, nn.SiLU(), nn.Sigmoid())
+        self.project = _conv_bn(hidden, channels, 1)
+        _randomize_batchnorm(self)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.project(self.se(self.depthwise(self.expand(x))))
