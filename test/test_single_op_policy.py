@@ -163,3 +163,19 @@ def test_layout_ops_fuse_between_matmuls(dtype: str) -> None:
         return torch.matmul(q, q.transpose(-1, -2)).flatten(2)
 
     check(Fn(fn), [torch.randn(2, 5, 32), torch.randn(32, 32)], dtype, left=None)
+
+
+class ConvNd(nn.Module):
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.conv = (nn.Conv1d if rank == 1 else nn.Conv3d)(4, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(x))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rank", [1, 3])
+def test_conv1d_and_conv3d(dtype: str, rank: int) -> None:
+    graph = check(ConvNd(rank), [torch.randn(2, 4, *([10] * rank))], dtype, groups=1, left=[])
+    assert group_kinds(graph) == [["aten::_convolution", "aten::relu"]]

@@ -411,7 +411,7 @@ def layer_norm(lo: Lowering) -> None:
 
 def _pool_lists(lo: Lowering, kernel: int, stride: int, padding: int) -> dict[str, list[int]]:
     spatial = lo.rank(0) - 2
-    if spatial not in (1, 2, 3):
+    if spatial != 2:
         raise Unsupported(f"{spatial + 2}-d pooling input")
 
     def expand(values: list[int], name: str) -> list[int]:
@@ -429,7 +429,7 @@ def _pool_lists(lo: Lowering, kernel: int, stride: int, padding: int) -> dict[st
     return {"kernel": k, "strides": s, "pads_begin": p, "pads_end": p}
 
 
-@lowering("aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", worth_alone=True)
+@lowering("aten::max_pool2d", worth_alone=True)
 def max_pool(lo: Lowering) -> None:
     # (self, kernel_size, stride, padding, dilation, ceil_mode)
     lists = _pool_lists(lo, 1, 2, 3)
@@ -441,7 +441,7 @@ def max_pool(lo: Lowering) -> None:
             rounding_type="ceil" if lo.const(5) else "floor", data_format="NCX")
 
 
-@lowering("aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d", worth_alone=True)
+@lowering("aten::avg_pool2d", worth_alone=True)
 def avg_pool(lo: Lowering) -> None:
     # (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override?)
     if lo.n_inputs() > 6 and not lo.is_none(6):
