@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 . .venv/bin/activate
-ruff check torch_graphfuse test examples benchmarks
+ruff check .
 python -m pytest test -q "$@"
