@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/runtime/interpreter.h>
 
 #include <atomic>
+#include <algorithm>
 #include <list>
 #include <mutex>
 #include <unordered_map>
@@ -23,6 +24,7 @@ using torch::jit::Stack;
 const auto kDesc = c10::Symbol::attr("desc");
 const auto kSubgraph = c10::Symbol::attr("Subgraph");
 const auto kTypes = c10::Symbol::attr("types");
+const auto kAnyLayout = c10::Symbol::attr("any_layout");
 // Compiled partitions kept per fusion group; a model seeing more distinct
 // input specs than this recompiles the least recently used ones.
 constexpr size_t kCacheCapacity = 64;
@@ -50,6 +52,9 @@ class Kernel {
     TORCH_CHECK(desc_.inputs.size() == node->inputs().size() &&
                     desc_.outputs.size() == node->outputs().size(),
                 "graphfuse::FusionGroup: description ports do not match the node");
+    any_layout_.assign(desc_.outputs.size(), false);
+    if (node->hasAttribute(kAnyLayout))
+      for (auto i : node->is(kAnyLayout)) any_layout_.at(i) = true;
   }
 
   void run(Stack& stack) {
@@ -132,27 +137,14 @@ class Kernel {
     }
     std::optional<Compiled> compiled;
     if (why.empty()) {
-      // On the profiled spec, hand outputs back with the strides eager
-      // produced (channels_last stays channels_last); otherwise dense.
-      std::vector<LogicalTensor> out_lts;
-      for (auto id : desc_.outputs) {
-        const auto& d = desc_.tensors.at(id);
-        if (!profiled || d.strides.empty()) {
-          out_lts.clear();
-          break;
-        }
-        out_lts.emplace_back(d.id, d.dtype, d.dims, d.strides,
-                             LogicalTensor::property_type::variable);
-      }
-      compiled = compile_partition(desc_, in_lts, out_lts, why);
-    }
-    if (compiled) {
-      for (size_t i = 0; i < compiled->outputs.size(); ++i) {
-        if (compiled->outputs[i].get_layout_type() != LogicalTensor::layout_type::strided) {
-          compiled.reset();
-          why = "oneDNN chose a non-strided output layout";
-          break;
-        }
+      compiled = compile_partition(desc_, in_lts, output_lts(profiled, true), why);
+      // Where oneDNN answers `any` with a blocked layout (v3.2 picks strided
+      // NHWC on x86), compile again with every output strided.
+      if (compiled && !all_strided(*compiled))
+        compiled = compile_partition(desc_, in_lts, output_lts(profiled, false), why);
+      if (compiled && !all_strided(*compiled)) {
+        compiled.reset();
+        why = "oneDNN chose a non-strided output layout";
       }
     }
     ++g_compiles;
@@ -170,15 +162,39 @@ class Kernel {
     entry.compiled = std::move(compiled);
   }
 
+  static bool all_strided(const Compiled& c) {
+    return std::all_of(c.outputs.begin(), c.outputs.end(), [](const LogicalTensor& lt) {
+      return lt.get_layout_type() == LogicalTensor::layout_type::strided;
+    });
+  }
+
+  // Outputs only other groups read take the layout oneDNN prefers (`any`,
+  // when `any_layout`), so the next group reads them with no reorder. The
+  // rest are strided: on the profiled spec with the strides eager produced
+  // (channels_last stays channels_last), otherwise dense.
+  std::vector<LogicalTensor> output_lts(bool profiled, bool any_layout) const {
+    std::vector<LogicalTensor> lts;
+    for (size_t i = 0; i < desc_.outputs.size(); ++i) {
+      const auto& d = desc_.tensors.at(desc_.outputs[i]);
+      Dims dims = profiled ? d.dims : Dims(d.ndims, DNNL_GRAPH_UNKNOWN_DIM);
+      if (any_layout && any_layout_[i])
+        lts.emplace_back(d.id, d.dtype, dims, LogicalTensor::layout_type::any);
+      else if (profiled && !d.strides.empty())
+        lts.emplace_back(d.id, d.dtype, d.dims, d.strides, LogicalTensor::property_type::variable);
+      else
+        lts.emplace_back(d.id, d.dtype, dims, LogicalTensor::layout_type::strided);
+    }
+    return lts;
+  }
+
   void execute(Entry& entry, const std::vector<at::Tensor>& inputs, Stack& stack) {
     const auto& c = *entry.compiled;
     std::vector<at::Tensor> outputs;
     outputs.reserve(c.outputs.size());
     for (size_t i = 0; i < c.outputs.size(); ++i) {
       const auto& lt = c.outputs[i];
-      auto dtype = desc_.tensors.at(desc_.outputs[i]).dtype;
       outputs.push_back(at::empty_strided(lt.get_dims(), lt.get_strides(),
-                                          inputs[0].options().dtype(to_scalar_type(dtype))));
+                                          at::TensorOptions().dtype(to_scalar_type(lt.get_data_type()))));
     }
     {
       thread_local dnnl::stream stream(cpu_engine());
@@ -214,6 +230,7 @@ class Kernel {
   const GraphDesc desc_;
   const std::shared_ptr<torch::jit::Graph> subgraph_;
   const std::string name_;
+  std::vector<bool> any_layout_;  // per output: only other fusion groups read it
   std::mutex mu_;
   std::list<SpecKey> lru_;
   std::unordered_map<SpecKey, std::pair<std::shared_ptr<Entry>, std::list<SpecKey>::iterator>,

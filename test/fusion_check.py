@@ -72,5 +72,4 @@ def unfused(graph: torch._C.Graph, dtype: str) -> list[str]:
 
 def group_kinds(graph: torch._C.Graph) -> list[list[str]]:
     """The aten kinds of each fusion group, sorted, groups sorted."""
-    return sorted(sorted(n.kind() for n in g.g("Subgraph").nodes() if n.kind() != "prim::Constant")
-                  for g in runner.fusion_groups(graph))
+    return sorted(runner.fused_kinds_of(g) for g in runner.fusion_groups(graph))

@@ -2,7 +2,7 @@
 profiled graph while fusion is enabled:
 
     mutation_removal -> decompose -> prepare_binary -> defer_size_check
-      -> op_mapping -> partition -> rewrite -> type_guard
+      -> op_mapping -> partition -> rewrite -> layout_propagation -> type_guard
 
 Each pass lives in passes/<name>.py and logs under that name (see log.py):
 GRAPH_DUMP shows the graph after the pass, GRAPH_DEBUG also the graph before.
@@ -18,6 +18,7 @@ from . import log
 from .passes import (
     decompose,
     defer_size_check,
+    layout_propagation,
     mutation_removal,
     op_mapping,
     partition,
@@ -54,6 +55,7 @@ def run_pipeline(graph: torch._C.Graph) -> None:
     groups: list[torch._C.Node] = []
     free_id = op_mapping.first_free_id(graph)
     _logged("rewrite", graph, lambda: groups.extend(fuse_block(graph, graph.block(), free_id)))
+    _logged("layout_propagation", graph, lambda: layout_propagation.run(groups))
     _logged("type_guard", graph, lambda: type_guard.run(graph, groups))
     torch._C._jit_pass_dce(graph)
     graph.lint()

@@ -50,10 +50,14 @@ def fusion_groups(graph: torch._C.Graph) -> list[torch._C.Node]:
     return [n for n in _nodes(graph.block(), True) if n.kind() == FUSION_GROUP]
 
 
+def fused_kinds_of(group: torch._C.Node) -> list[str]:
+    """Aten kinds inside one fusion group, sorted."""
+    return sorted(n.kind() for n in group.g("Subgraph").nodes() if n.kind() != "prim::Constant")
+
+
 def fused_kinds(graph: torch._C.Graph) -> list[str]:
     """Aten kinds inside fusion groups, one entry per node."""
-    return [n.kind() for g in fusion_groups(graph) for n in g.g("Subgraph").nodes()
-            if n.kind() != "prim::Constant"]
+    return [kind for g in fusion_groups(graph) for kind in fused_kinds_of(g)]
 
 
 def unfused_kinds(graph: torch._C.Graph) -> list[str]:

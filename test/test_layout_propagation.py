@@ -1,0 +1,82 @@
+"""A tensor passed from one fusion group to another stays in oneDNN's layout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from fusion_check import DTYPES, check, run
+from torch import nn
+
+from torch_graphfuse.testing import runner
+
+
+class Chain(nn.Module):
+    """Three groups: conv+relu -> max pool -> conv+relu, and a side output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(8, 16, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(16, 16, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.pool(torch.relu(self.conv1(x)))
+        return torch.relu(self.conv2(y)), torch.erf(y)
+
+
+def _marked(group: torch._C.Node) -> list[int]:
+    """The outputs the group hands over in oneDNN's layout (`is` is a keyword)."""
+    return getattr(group, "is")("any_layout") if group.hasAttribute("any_layout") else []
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_outputs_read_only_by_groups_take_onednn_layout(dtype: str) -> None:
+    graph = check(Chain(), [torch.randn(1, 8, 16, 16)], dtype, groups=3, left=["aten::erf"])
+    marks = [(runner.fused_kinds_of(g), _marked(g)) for g in runner.fusion_groups(graph)]
+    # conv1's output goes only to the pool's group; the pool's output also to
+    # erf, and conv2's to the caller: those keep eager's strides.
+    assert sorted(marks) == [(["aten::_convolution", "aten::relu"], []),
+                             (["aten::_convolution", "aten::relu"], [0]),
+                             (["aten::max_pool2d"], [])]
+
+
+def test_new_shape_through_onednn_layouts() -> None:
+    model = Chain().eval()
+    module, _, _ = runner.fused(model, [torch.randn(1, 8, 16, 16)])
+    for x in (torch.randn(3, 8, 10, 12), torch.randn(1, 8, 16, 16)):
+        with torch.no_grad():
+            torch.testing.assert_close(run(module, [x]), model(x))
+
+
+SCRIPT = """
+import os, torch
+from torch import nn
+from torch_graphfuse.testing import runner
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                      nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                      nn.Conv2d(16, 8, 3, padding=1)).eval()
+x = torch.randn(1, 8, 16, 16)
+module, _, _ = runner.fused(model, [x])
+import torch_graphfuse
+with torch.no_grad(), torch_graphfuse.fuser():
+    module(x)
+    os.write(1, b"STEADY\\n")  # beside oneDNN's own (flushed) verbose lines on stdout
+    module(x)
+"""
+
+
+def test_no_reorder_between_groups() -> None:
+    # 5 groups on an NCHW input: only the model's input and output change
+    # layout; every boundary between groups is crossed in oneDNN's layout.
+    env = dict(os.environ, ONEDNN_VERBOSE="1")
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    steady = out.split("STEADY", 1)[1].splitlines()
+    ours = [line for line in steady if line.startswith("onednn_verbose,exec,cpu,")]
+    assert len([line for line in ours if ",reorder," in line]) == 2, "\n".join(ours)
+    assert len([line for line in ours if ",convolution," in line]) == 3

@@ -1,0 +1,35 @@
+"""Layout propagation: a tensor passed between fusion groups keeps oneDNN's layout.
+
+A group output that only other fusion groups read is marked `any_layout`: the
+kernel compiles it with oneDNN's `any` layout, so oneDNN writes it in the
+layout its kernels prefer and the next group reads it as it is, with no
+reorder at the boundary. oneDNN v3.2 answers with strided layouts (NHWC for
+activations), which cross the boundary as ordinary torch tensors with those
+strides; were it to answer with a blocked layout, the kernel compiles that
+group again with strided outputs. Outputs that the caller or an unfused op
+reads keep the strides eager gave them.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import log
+from .rewrite import FUSION_GROUP
+
+NAME = log.module_name(__file__)
+
+
+def _read_only_by_groups(value: torch._C.Value) -> bool:
+    uses = value.uses()
+    return bool(uses) and all(use.user.kind() == FUSION_GROUP for use in uses)
+
+
+def run(groups: list[torch._C.Node]) -> None:
+    marked = 0
+    for group in groups:
+        indices = [i for i, v in enumerate(group.outputs()) if _read_only_by_groups(v)]
+        if indices:
+            group.is_("any_layout", indices)
+            marked += len(indices)
+    log.update(NAME, f"{marked} group outputs passed to other groups in oneDNN's layout")
