@@ -300,12 +300,6 @@ std::optional<Compiled> compile_partition(
   }
   c.inputs = std::move(in_lts);
   for (auto id : desc.outputs) c.outputs.push_back(c.partition.query_logical_tensor(id));
-  for (const auto& [in_id, out_id] : c.partition.get_inplace_ports()) {
-    auto in_it = std::find(desc.inputs.begin(), desc.inputs.end(), in_id);
-    auto out_it = std::find(desc.outputs.begin(), desc.outputs.end(), out_id);
-    if (in_it != desc.inputs.end() && out_it != desc.outputs.end())
-      c.inplace.emplace_back(out_it - desc.outputs.begin(), in_it - desc.inputs.begin());
-  }
   return c;
 }
 

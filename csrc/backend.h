@@ -74,8 +74,6 @@ struct Compiled {
   dg::compiled_partition partition;
   std::vector<LogicalTensor> inputs;
   std::vector<LogicalTensor> outputs;
-  // output index -> input index whose buffer oneDNN may reuse for it
-  std::vector<std::pair<size_t, size_t>> inplace;
 };
 
 // Builds the description's ops into one graph with the given concrete input

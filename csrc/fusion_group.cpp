@@ -9,8 +9,8 @@
 #include <torch/csrc/jit/runtime/custom_operator.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <list>
 #include <mutex>
 #include <unordered_map>
@@ -29,7 +29,7 @@ const auto kAnyLayout = c10::Symbol::attr("any_layout");
 // input specs than this recompiles the least recently used ones.
 constexpr size_t kCacheCapacity = 64;
 
-std::atomic<size_t> g_compiles{0}, g_hits{0}, g_fallbacks{0}, g_fused{0};
+std::atomic<size_t> g_compiles{0}, g_hits{0}, g_fallbacks{0}, g_fused{0}, g_reused{0};
 
 // Spec of one call: per input dtype, rank, sizes and strides.
 using SpecKey = std::vector<int64_t>;
@@ -39,8 +39,11 @@ struct SpecHash {
 
 struct Entry {
   std::optional<Compiled> compiled;  // empty: this spec runs unfused
-  std::mutex mu;                     // guards the bound tensors below
+  std::mutex mu;                     // guards the members below
   std::vector<dg::tensor> inputs, outputs;
+  // The previous call's outputs: once nothing else holds one, its buffer is
+  // written again instead of allocating (and page-faulting) a new one.
+  std::vector<at::Tensor> recycled;
 };
 
 class Kernel {
@@ -159,6 +162,7 @@ class Kernel {
     GRAPH_DEBUG(name_, ": compiled a partition of ", desc_.ops.size(), " ops");
     for (const auto& lt : compiled->inputs) entry.inputs.emplace_back(lt, cpu_engine(), nullptr);
     for (const auto& lt : compiled->outputs) entry.outputs.emplace_back(lt, cpu_engine(), nullptr);
+    entry.recycled.resize(compiled->outputs.size());
     entry.compiled = std::move(compiled);
   }
 
@@ -187,18 +191,29 @@ class Kernel {
     return lts;
   }
 
+  // The tensor to write output i into: last call's, if only the cache holds
+  // it (the interpreter and the next group have let go of it), else a new
+  // one. A result handed to Python stays referenced, so it is never reused.
+  static at::Tensor output_buffer(Entry& entry, size_t i) {
+    auto& cached = entry.recycled[i];
+    if (cached.defined() && cached.use_count() == 1 && cached.storage().use_count() == 1) {
+      ++g_reused;
+      return cached;
+    }
+    const auto& lt = entry.compiled->outputs[i];
+    cached = at::empty_strided(lt.get_dims(), lt.get_strides(),
+                               at::TensorOptions().dtype(to_scalar_type(lt.get_data_type())));
+    return cached;
+  }
+
   void execute(Entry& entry, const std::vector<at::Tensor>& inputs, Stack& stack) {
     const auto& c = *entry.compiled;
     std::vector<at::Tensor> outputs;
     outputs.reserve(c.outputs.size());
-    for (size_t i = 0; i < c.outputs.size(); ++i) {
-      const auto& lt = c.outputs[i];
-      outputs.push_back(at::empty_strided(lt.get_dims(), lt.get_strides(),
-                                          at::TensorOptions().dtype(to_scalar_type(lt.get_data_type()))));
-    }
     {
       thread_local dnnl::stream stream(cpu_engine());
       std::lock_guard<std::mutex> lock(entry.mu);
+      for (size_t i = 0; i < c.outputs.size(); ++i) outputs.push_back(output_buffer(entry, i));
       for (size_t i = 0; i < inputs.size(); ++i) entry.inputs[i].set_data_handle(inputs[i].data_ptr());
       for (size_t i = 0; i < outputs.size(); ++i) entry.outputs[i].set_data_handle(outputs[i].data_ptr());
       c.partition.execute(stream, entry.inputs, entry.outputs);
@@ -295,7 +310,7 @@ std::optional<DataType> to_backend_dtype(c10::ScalarType t) {
 }
 
 KernelStats kernel_stats() {
-  return {g_compiles.load(), g_hits.load(), g_fallbacks.load(), g_fused.load()};
+  return {g_compiles.load(), g_hits.load(), g_fallbacks.load(), g_fused.load(), g_reused.load()};
 }
 
 void reset_kernel_stats() {
@@ -303,6 +318,7 @@ void reset_kernel_stats() {
   g_hits = 0;
   g_fallbacks = 0;
   g_fused = 0;
+  g_reused = 0;
 }
 
 }  // namespace graphfuse

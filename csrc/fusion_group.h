@@ -19,6 +19,7 @@ struct KernelStats {
   size_t cache_hits = 0;      // executions that reused a compiled partition
   size_t fallbacks = 0;       // executions that ran the unfused subgraph
   size_t fused_runs = 0;      // executions through oneDNN
+  size_t reused_outputs = 0;  // outputs written into the previous call's buffer
 };
 KernelStats kernel_stats();
 void reset_kernel_stats();

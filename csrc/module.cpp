@@ -103,6 +103,7 @@ PYBIND11_MODULE(_C, m) {
     d["cache_hits"] = s.cache_hits;
     d["fallbacks"] = s.fallbacks;
     d["fused_runs"] = s.fused_runs;
+    d["reused_outputs"] = s.reused_outputs;
     return d;
   });
   m.def("_reset_kernel_stats", &reset_kernel_stats);

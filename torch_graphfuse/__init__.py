@@ -16,8 +16,10 @@ import torch
 
 from . import _C
 from .pipeline import run_pipeline
+from .report import FusionReport, last_report
 
-__all__ = ["enable", "disable", "is_enabled", "fuser", "kernel_stats", "reset_kernel_stats"]
+__all__ = ["enable", "disable", "is_enabled", "fuser", "kernel_stats", "reset_kernel_stats",
+           "last_report", "FusionReport"]
 
 
 def enable() -> None:

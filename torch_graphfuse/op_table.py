@@ -3,8 +3,9 @@
 Adding an op is one entry: a row in UNARY / BINARY for ops that map one to one,
 or a function decorated with `@lowering(...)` for ops with attributes or
 conditions. A lowering emits backend ops through its `Lowering` context and
-raises `Unsupported` (with the reason the fusion report shows) when the node
-cannot be taken as it is; the node then stays in the graph as a wildcard.
+raises `Unsupported` (with the reason `torch_graphfuse.last_report()` shows)
+when the node cannot be taken as it is; the node then stays in the graph as a
+wildcard.
 """
 
 from __future__ import annotations
@@ -87,15 +88,11 @@ class Lowering:
         assert spec.sizes is not None
         return spec.sizes
 
-    def dtype(self, i: int) -> str:
-        self.input(i)
-        return self.graph.tensors[self.node.inputsAt(i).unique()].dtype
-
-    def temp(self, like: int, dtype: str | None = None) -> int:
+    def temp(self, like: int) -> int:
         """A fresh tensor internal to this node's mapping, shaped like `like`."""
         base = self.graph.tensors[like]
-        return self.graph.add_tensor(TensorSpec(self.graph.fresh_id(), dtype or base.dtype,
-                                                False, base.sizes, None))
+        return self.graph.add_tensor(TensorSpec(self.graph.fresh_id(), base.dtype, False,
+                                                base.sizes, None))
 
     def pin_shapes(self) -> None:
         """This mapping is right for the profiled sizes only."""

@@ -26,6 +26,7 @@ from .passes import (
     rewrite,
     type_guard,
 )
+from .report import FusionReport, publish
 
 NAME = log.module_name(__file__)
 
@@ -36,13 +37,16 @@ def _logged(name: str, graph: torch._C.Graph, run: Callable[[], object]) -> None
     log.dump(name, f"after {name}:\n{graph}")
 
 
-def fuse_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int) -> list[torch._C.Node]:
+def fuse_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int,
+               report: FusionReport) -> list[torch._C.Node]:
     """Map, partition and rewrite one block, then the blocks nested in it."""
     mapped = op_mapping.map_block(block, free_id)
-    groups = rewrite.rewrite(graph, block, partition.find_partitions(mapped))
+    report.unmapped += [(n.kind(), why) for n, why in mapped.unmapped.items()
+                        if n.kind().startswith("aten::")]
+    groups = rewrite.rewrite(graph, block, partition.find_partitions(mapped, report), report)
     for node in list(block.nodes()):
         for inner in node.blocks():
-            groups += fuse_block(graph, inner, free_id)
+            groups += fuse_block(graph, inner, free_id, report)
     return groups
 
 
@@ -53,9 +57,15 @@ def run_pipeline(graph: torch._C.Graph) -> None:
     _logged("prepare_binary", graph, lambda: prepare_binary.run(graph))
     _logged("defer_size_check", graph, lambda: defer_size_check.run(graph))
     groups: list[torch._C.Node] = []
+    report = FusionReport()
     free_id = op_mapping.first_free_id(graph)
-    _logged("rewrite", graph, lambda: groups.extend(fuse_block(graph, graph.block(), free_id)))
+    _logged("rewrite", graph,
+            lambda: groups.extend(fuse_block(graph, graph.block(), free_id, report)))
+    report.groups = [sorted(n.kind() for n in g.g("Subgraph").nodes()
+                            if n.kind() != "prim::Constant") for g in groups]
     _logged("layout_propagation", graph, lambda: layout_propagation.run(groups))
     _logged("type_guard", graph, lambda: type_guard.run(graph, groups))
     torch._C._jit_pass_dce(graph)
     graph.lint()
+    publish(report)
+    log.update(NAME, str(report))

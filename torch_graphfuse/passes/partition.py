@@ -19,6 +19,7 @@ import torch
 from .. import _C, log
 from ..backend_desc import BackendOp
 from ..op_table import LOWERINGS
+from ..report import FusionReport
 from .op_mapping import MappedBlock
 
 NAME = log.module_name(__file__)
@@ -64,11 +65,11 @@ def _computed_arguments(nodes: list[torch._C.Node], in_ids: list[int]) -> bool:
                for n in nodes for v in n.inputs())
 
 
-def _reject(nodes: list[torch._C.Node], why: str) -> None:
-    log.debug(NAME, f"partition [{_describe(nodes)}] left unfused: {why}")
+def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition]:
+    def _reject(nodes: list[torch._C.Node], why: str) -> None:
+        report.rejected.append((_describe(nodes), why))
+        log.debug(NAME, f"partition [{_describe(nodes)}] left unfused: {why}")
 
-
-def find_partitions(mapped: MappedBlock) -> list[Partition]:
     backend = mapped.backend
     op_count = Counter(op.node for op in backend.ops if op.node is not None)
     order = {node: i for i, node in enumerate(mapped.nodes)}

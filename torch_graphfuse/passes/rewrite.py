@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from .. import log
+from ..report import FusionReport
 from .partition import Partition
 
 NAME = log.module_name(__file__)
@@ -74,8 +75,8 @@ def _nodes_to_move(part: Partition, block_nodes: list[torch._C.Node]) -> list[to
     return to_move
 
 
-def rewrite(graph: torch._C.Graph, block: torch._C.Block,
-            partitions: list[Partition]) -> list[torch._C.Node]:
+def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Partition],
+            report: FusionReport) -> list[torch._C.Node]:
     groups = []
     # Outputs of partitions already rewritten, by id: later partitions read
     # the group's outputs instead.
@@ -85,7 +86,9 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block,
         block_nodes = list(block.nodes())
         to_move = _nodes_to_move(part, block_nodes)
         if to_move is None:
-            log.debug(NAME, "partition left unfused: not convex in the JIT graph")
+            region = ", ".join(n.kind().split("::")[-1] for n in part.nodes)
+            report.rejected.append((region, "not convex in the JIT graph"))
+            log.debug(NAME, f"partition [{region}] left unfused: not convex in the JIT graph")
             continue
         last = part.nodes[-1]
         anchor = last
