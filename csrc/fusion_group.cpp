@@ -267,9 +267,11 @@ bool guard_holds(const std::vector<c10::TypePtr>& types, const Stack& stack) {
     const auto& expected = types[i]->expectRef<c10::TensorType>();
     if (!inputs[i].isTensor()) return false;
     const auto& t = inputs[i].toTensor();
-    if (!t.defined() || t.scalar_type() != *expected.scalarType() ||
-        t.device() != *expected.device() || t.dim() != static_cast<int64_t>(*expected.dim()))
-      return false;
+    if (!t.defined()) return false;
+    // A property the profiled type left unset is not checked.
+    if (auto dtype = expected.scalarType(); dtype && t.scalar_type() != *dtype) return false;
+    if (auto device = expected.device(); device && t.device() != *device) return false;
+    if (auto dim = expected.dim(); dim && t.dim() != static_cast<int64_t>(*dim)) return false;
     if (auto sizes = expected.sizes().concrete_sizes(); sizes && *sizes != t.sizes().vec())
       return false;
     if (t.requires_grad() && at::GradMode::is_enabled()) return false;

@@ -215,6 +215,7 @@ class ConvInList(nn.Module):
         return [y, torch.relu(y)]
 
 
+@pytest.mark.filterwarnings("ignore:Encountering a list at the output of the tracer")
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_conv_output_also_returned_in_a_list(dtype: str) -> None:
     model = ConvInList()

@@ -31,6 +31,9 @@ class MappedBlock:
 
 def _captured(node: torch._C.Node, defined: set[int]) -> list[torch._C.Value]:
     """Values of the enclosing block that the node's sub-blocks read."""
+    blocks = list(node.blocks())
+    if not blocks:
+        return []
     seen: dict[int, torch._C.Value] = {}
 
     def visit(block: torch._C.Block) -> None:
@@ -44,7 +47,7 @@ def _captured(node: torch._C.Node, defined: set[int]) -> list[torch._C.Value]:
             if v.unique() in defined:
                 seen.setdefault(v.unique(), v)
 
-    for b in node.blocks():
+    for b in blocks:
         visit(b)
     return list(seen.values())
 
