@@ -144,3 +144,19 @@ def test_shape_pinned_group_falls_back_on_a_new_shape() -> None:
     x = torch.randn(1, 3, 8, 8)
     with torch.no_grad():
         torch.testing.assert_close(run(module, x), model(x))
+
+
+class SizeAfterBroadcast(nn.Module):
+    """x.size() read after a binary op whose one-element operand has a higher
+    rank: the result's size is not x's."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(x * torch.ones(1, 1) + 1.0)
+        return y.reshape(y.size(0), -1) * 2.0
+
+
+def test_size_is_not_read_across_a_rank_raising_broadcast() -> None:
+    model = SizeAfterBroadcast()
+    x = torch.randn(6)
+    _, out, _ = runner.fused(model, [x])
+    torch.testing.assert_close(out, model(x))

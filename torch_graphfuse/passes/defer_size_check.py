@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..op_table import UNARY
-from .graph_utils import all_nodes
+from .graph_utils import all_nodes, constant_number
 
 # Ops whose output has exactly the sizes of their first input, whatever they are.
 SHAPE_PRESERVING = frozenset(UNARY) | {
@@ -22,20 +22,14 @@ SHAPE_PRESERVING = frozenset(UNARY) | {
 _BINARY = ("aten::add", "aten::sub", "aten::mul", "aten::div")
 
 
-def _scalar(value: torch._C.Value) -> bool:
-    """A number, or a constant tensor of one element: it cannot change the
-    other operand's sizes by broadcasting (for inputs of rank >= 1)."""
-    if value.node().kind() != "prim::Constant":
-        return False
-    v = value.toIValue()
-    return isinstance(v, (int, float)) or (isinstance(v, torch.Tensor) and v.numel() == 1)
-
-
 def _source(value: torch._C.Value) -> torch._C.Value:
     while True:
         node = value.node()
         kind = node.kind()
-        if kind in SHAPE_PRESERVING or (kind in _BINARY and _scalar(node.inputsAt(1))):
+        # A number or 0-dim operand cannot change the sizes of an operand of
+        # rank >= 1 (a [1, 1] tensor could raise its rank).
+        if kind in SHAPE_PRESERVING or (
+                kind in _BINARY and constant_number(node.inputsAt(1)) is not None):
             source = node.inputsAt(0)
             t = source.type()
             if isinstance(t, torch._C.TensorType) and t.dim() is not None and t.dim() >= 1:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from .graph_utils import all_nodes
+
 
 def _is_inplace(node: torch._C.Node) -> bool:
     kind = node.kind()
@@ -21,10 +23,8 @@ def _is_inplace(node: torch._C.Node) -> bool:
             and node.outputsSize() == 1 and node.inputsSize() > 0)
 
 
-def _type_inplace_results(block: torch._C.Block) -> None:
-    for node in block.nodes():
-        for inner in node.blocks():
-            _type_inplace_results(inner)
+def _type_inplace_results(graph: torch._C.Graph) -> None:
+    for node in all_nodes(graph.block()):
         if not _is_inplace(node):
             continue
         self_type, out = node.inputsAt(0).type(), node.output()
@@ -34,5 +34,5 @@ def _type_inplace_results(block: torch._C.Block) -> None:
 
 
 def run(graph: torch._C.Graph) -> None:
-    _type_inplace_results(graph.block())
+    _type_inplace_results(graph)
     torch._C._jit_pass_remove_mutation(graph)

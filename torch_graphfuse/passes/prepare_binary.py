@@ -20,23 +20,10 @@ import numbers
 import torch
 
 from ..backend_desc import BACKEND_DTYPES
-from .graph_utils import all_nodes
+from .graph_utils import all_nodes, constant_number
 
 BINARY_KINDS = ("aten::add", "aten::sub", "aten::mul", "aten::div")
 _IDENTITY = {"aten::add": 0, "aten::sub": 0, "aten::mul": 1, "aten::div": 1}
-
-
-def _number(value: torch._C.Value) -> numbers.Number | None:
-    """The constant number a value holds (a Python number, or a 0-dim tensor
-    as tracing records the scalar of an in-place op), else None."""
-    if value.node().kind() != "prim::Constant":
-        return None
-    v = value.toIValue()
-    if isinstance(v, torch.Tensor):
-        if v.dim() != 0 or v.dtype == torch.bool or v.is_complex():
-            return None
-        v = v.item()
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def _result_dtype(node: torch._C.Node) -> torch.dtype | None:
@@ -48,12 +35,12 @@ def _result_dtype(node: torch._C.Node) -> torch.dtype | None:
 
 def _alpha(node: torch._C.Node) -> numbers.Number | None:
     if node.kind() in ("aten::add", "aten::sub") and node.inputsSize() == 3:
-        return _number(node.inputsAt(2))
+        return constant_number(node.inputsAt(2))
     return 1
 
 
 def _is_identity(node: torch._C.Node) -> bool:
-    other = _number(node.inputsAt(1))
+    other = constant_number(node.inputsAt(1))
     if other is None or other != _IDENTITY[node.kind()] or _alpha(node) != 1:
         return False
     rounding = node.inputsAt(2) if node.inputsSize() > 2 else None
@@ -99,7 +86,7 @@ def _prepare(graph: torch._C.Graph, node: torch._C.Node) -> None:
     dtype = _result_dtype(node)
     if dtype is None or not isinstance(node.inputsAt(0).type(), torch._C.TensorType):
         return
-    number = _number(node.inputsAt(1))
+    number = constant_number(node.inputsAt(1))
     operand = node.inputsAt(1).type()
     if number is not None and not (isinstance(operand, torch._C.TensorType)
                                    and operand.dtype() == dtype):
