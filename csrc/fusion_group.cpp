@@ -114,6 +114,12 @@ class Kernel {
       compile(*entry, inputs);
       it = cache_.emplace(key, std::make_pair(std::move(entry), lru_.begin())).first;
     }
+    if (last_ && last_ != it->second.first) {
+      // Keep recycled buffers for the spec in use only: a model seeing many
+      // shapes would otherwise hold one set of outputs per cached spec.
+      std::lock_guard<std::mutex> entry_lock(last_->mu);
+      for (auto& t : last_->recycled) t.reset();
+    }
     last_ = it->second.first;
     last_key_ = std::move(key);
     return last_;

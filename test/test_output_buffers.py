@@ -45,3 +45,19 @@ def test_intermediate_outputs_are_reused() -> None:
         for _ in range(5):
             torch.testing.assert_close(module(x), model(x))
     assert torch_graphfuse.kernel_stats()["reused_outputs"] - before == 2 * 5
+
+
+def test_only_the_spec_in_use_keeps_recycled_buffers() -> None:
+    # Alternating shapes: each switch releases the other spec's buffers, so
+    # nothing is reused, and no cached spec pins a set of activations.
+    model = Chain().eval()
+    module, _, _ = runner.fused(model, [torch.randn(1, 4, 16, 16)])
+    xs = [torch.randn(1, 4, 16, 16), torch.randn(2, 4, 12, 12)]
+    with torch.no_grad(), torch_graphfuse.fuser():
+        for x in xs:
+            module(x)
+        before = torch_graphfuse.kernel_stats()["reused_outputs"]
+        for _ in range(3):
+            for x in xs:
+                torch.testing.assert_close(module(x), model(x))
+    assert torch_graphfuse.kernel_stats()["reused_outputs"] == before
