@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -38,22 +39,28 @@ def enabled(name: str, level: Level) -> bool:
     return wanted is not None and level <= wanted
 
 
-def _emit(name: str, level: Level, message: str) -> None:
+# A message, or a function making it: printing a whole graph costs time, so it
+# is made only when its level is on.
+Message = str | Callable[[], str]
+
+
+def _emit(name: str, level: Level, message: Message) -> None:
     if not enabled(name, level):
         return
+    text = message() if callable(message) else message
     prefix = f"[{level.name} {name}.py] "
-    sys.stderr.write("".join(prefix + line + "\n" for line in message.splitlines()))
+    sys.stderr.write("".join(prefix + line + "\n" for line in text.splitlines()))
 
 
-def dump(name: str, message: str) -> None:
+def dump(name: str, message: Message) -> None:
     _emit(name, Level.DUMP, message)
 
 
-def update(name: str, message: str) -> None:
+def update(name: str, message: Message) -> None:
     _emit(name, Level.UPDATE, message)
 
 
-def debug(name: str, message: str) -> None:
+def debug(name: str, message: Message) -> None:
     _emit(name, Level.DEBUG, message)
 
 

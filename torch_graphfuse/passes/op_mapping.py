@@ -127,7 +127,7 @@ def map_block(block: torch._C.Block, free_id: int) -> MappedBlock:
         backend.add_op("End", [tensor(v)], [])
     for node, why in mapped.unmapped.items():
         log.debug(NAME, f"not mapped: {node.kind()}: {why}")
-    log.update(NAME, "backend graph:\n" + backend.to_text())
+    log.update(NAME, lambda: "backend graph:\n" + backend.to_text())
     return mapped
 
 
