@@ -249,13 +249,7 @@ std::vector<PartitionInfo> partition_graph(
 
 std::optional<Compiled> compile_partition(
     const GraphDesc& desc, const std::vector<LogicalTensor>& inputs,
-    const std::vector<LogicalTensor>& outputs, std::string& why) {
-  // Intermediate shapes are only known when the inputs are the profiled ones.
-  bool profiled = true;
-  for (const auto& lt : inputs) {
-    const auto& t = desc.tensors.at(lt.get_id());
-    if (t.ndims < 0 || lt.get_dims() != t.dims) profiled = false;
-  }
+    const std::vector<LogicalTensor>& outputs, bool profiled, std::string& why) {
   // Tensors inside the partition get oneDNN's choice of layout; the group's
   // ports are strided torch tensors.
   std::set<size_t> ports(desc.inputs.begin(), desc.inputs.end());

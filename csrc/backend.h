@@ -78,12 +78,13 @@ struct Compiled {
 
 // Builds the description's ops into one graph with the given concrete input
 // logical tensors (desc.inputs order), and compiles it. Output logical tensors
-// are taken from `outputs` when given (strided, concrete), else inferred.
+// are taken from `outputs` when given, else inferred. `profiled`: the inputs
+// have the description's sizes, so its intermediate sizes hold too.
 // Returns nullopt, with `why` set, when oneDNN does not take the whole
 // description as exactly one supported partition or refuses to compile it.
 std::optional<Compiled> compile_partition(
     const GraphDesc& desc, const std::vector<LogicalTensor>& inputs,
-    const std::vector<LogicalTensor>& outputs, std::string& why);
+    const std::vector<LogicalTensor>& outputs, bool profiled, std::string& why);
 
 dnnl::engine& cpu_engine();
 

@@ -146,11 +146,11 @@ class Kernel {
     }
     std::optional<Compiled> compiled;
     if (why.empty()) {
-      compiled = compile_partition(desc_, in_lts, output_lts(profiled, true), why);
+      compiled = compile_partition(desc_, in_lts, output_lts(profiled, true), profiled, why);
       // Where oneDNN answers `any` with a blocked layout (v3.2 picks strided
       // NHWC on x86), compile again with every output strided.
       if (compiled && !all_strided(*compiled))
-        compiled = compile_partition(desc_, in_lts, output_lts(profiled, false), why);
+        compiled = compile_partition(desc_, in_lts, output_lts(profiled, false), profiled, why);
       if (compiled && !all_strided(*compiled)) {
         compiled.reset();
         why = "oneDNN chose a non-strided output layout";

@@ -66,22 +66,6 @@ py::tuple partition(const std::string& text) {
   return py::make_tuple(result, refused);
 }
 
-// Compiles a description alone (dims must be concrete) and reports why not
-// when oneDNN refuses it; used to check a mapping before trusting it.
-std::string check_compiles(const std::string& text) {
-  auto desc = GraphDesc::parse(text);
-  std::vector<LogicalTensor> inputs;
-  for (auto id : desc.inputs) {
-    const auto& t = desc.tensors.at(id);
-    auto property = t.constant ? LogicalTensor::property_type::constant
-                               : LogicalTensor::property_type::variable;
-    inputs.emplace_back(t.id, t.dtype, t.dims, LogicalTensor::layout_type::strided, property);
-  }
-  std::string why;
-  compile_partition(desc, inputs, {}, why);
-  return why;
-}
-
 }  // namespace
 }  // namespace graphfuse
 
@@ -92,10 +76,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_enabled", [](bool on) { g_enabled = on; });
   m.def("_is_enabled", [] { return g_enabled.load(); });
   m.def("_partition", &partition, "oneDNN's partitions of a backend description");
-  m.def("_check_compiles", &check_compiles,
-        "compile a description alone; returns '' on success, else the reason");
-  m.def("_is_op_kind", [](const std::string& n) { return op_kind_from_name(n).has_value(); });
-  m.def("_is_op_attr", [](const std::string& n) { return op_attr_from_name(n).has_value(); });
   m.def("_kernel_stats", [] {
     auto s = kernel_stats();
     py::dict d;

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 import torch
 
 import torch_graphfuse
+from torch_graphfuse.passes.rewrite import group_kinds as group_kinds_of
 from torch_graphfuse.testing import runner
 
 DTYPES = ["fp32", "bf16"]
@@ -72,4 +73,4 @@ def unfused(graph: torch._C.Graph, dtype: str) -> list[str]:
 
 def group_kinds(graph: torch._C.Graph) -> list[list[str]]:
     """The aten kinds of each fusion group, sorted, groups sorted."""
-    return sorted(runner.fused_kinds_of(g) for g in runner.fusion_groups(graph))
+    return sorted(group_kinds_of(g) for g in runner.fusion_groups(graph))

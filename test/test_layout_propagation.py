@@ -11,6 +11,7 @@ import torch
 from fusion_check import DTYPES, check, run
 from torch import nn
 
+from torch_graphfuse.passes.rewrite import group_kinds
 from torch_graphfuse.testing import runner
 
 
@@ -36,7 +37,7 @@ def _marked(group: torch._C.Node) -> list[int]:
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_outputs_read_only_by_groups_take_onednn_layout(dtype: str) -> None:
     graph = check(Chain(), [torch.randn(1, 8, 16, 16)], dtype, groups=3, left=["aten::erf"])
-    marks = [(runner.fused_kinds_of(g), _marked(g)) for g in runner.fusion_groups(graph)]
+    marks = [(group_kinds(g), _marked(g)) for g in runner.fusion_groups(graph)]
     # conv1's output goes only to the pool's group; the pool's output also to
     # erf, and conv2's to the caller: those keep eager's strides.
     assert sorted(marks) == [(["aten::_convolution", "aten::relu"], []),

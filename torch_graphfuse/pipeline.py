@@ -81,8 +81,7 @@ def _run_passes(graph: torch._C.Graph) -> None:
     free_id = op_mapping.first_free_id(graph)
     _logged("rewrite", graph,
             lambda: groups.extend(fuse_block(graph, graph.block(), free_id, report)))
-    report.groups = [sorted(n.kind() for n in g.g("Subgraph").nodes()
-                            if n.kind() != "prim::Constant") for g in groups]
+    report.groups = [rewrite.group_kinds(g) for g in groups]
     _logged("layout_propagation", graph, lambda: layout_propagation.run(groups))
     _logged("type_guard", graph, lambda: type_guard.run(graph, groups))
     torch._C._jit_pass_dce(graph)

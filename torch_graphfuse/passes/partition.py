@@ -37,7 +37,8 @@ class Partition:
     static_shapes: bool  # a mapping baked in profiled sizes: guard exact sizes
 
 
-def _describe(nodes: list[torch._C.Node]) -> str:
+def describe(nodes: list[torch._C.Node]) -> str:
+    """A region as the log and the report name it: "_convolution, relu"."""
     return ", ".join(n.kind().split("::")[-1] for n in nodes)
 
 
@@ -67,8 +68,8 @@ def _computed_arguments(nodes: list[torch._C.Node], in_ids: list[int]) -> bool:
 
 def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition]:
     def _reject(nodes: list[torch._C.Node], why: str) -> None:
-        report.rejected.append((_describe(nodes), why))
-        log.debug(NAME, f"partition [{_describe(nodes)}] left unfused: {why}")
+        report.rejected.append((describe(nodes), why))
+        log.debug(NAME, f"partition [{describe(nodes)}] left unfused: {why}")
 
     backend = mapped.backend
     op_count = Counter(op.node for op in backend.ops if op.node is not None)
@@ -109,6 +110,6 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
         result.append(Partition(nodes, ops, [mapped.values[i] for i in in_ids],
                                 [mapped.values[i] for i in out_ids], in_ids, out_ids, text,
                                 any(op.static_shapes for op in ops)))
-        log.update(NAME, f"partition [{_describe(nodes)}]: {len(in_ids)} inputs, "
+        log.update(NAME, f"partition [{describe(nodes)}]: {len(in_ids)} inputs, "
                          f"{len(out_ids)} outputs")
     return result

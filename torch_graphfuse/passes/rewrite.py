@@ -13,7 +13,7 @@ import torch
 
 from .. import log
 from ..report import FusionReport
-from .partition import Partition
+from .partition import Partition, describe
 
 NAME = log.module_name(__file__)
 FUSION_GROUP = "graphfuse::FusionGroup"
@@ -39,6 +39,11 @@ def _subgraph(part: Partition, inputs: list[torch._C.Value]) -> torch._C.Graph:
     for v in part.outputs:
         sub.registerOutput(env[v.unique()])
     return sub
+
+
+def group_kinds(group: torch._C.Node) -> list[str]:
+    """The aten kinds a fusion group holds, sorted."""
+    return sorted(n.kind() for n in group.g("Subgraph").nodes() if n.kind() != "prim::Constant")
 
 
 def _reads(node: torch._C.Node) -> set[int]:
@@ -86,7 +91,7 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
         block_nodes = list(block.nodes())
         to_move = _nodes_to_move(part, block_nodes)
         if to_move is None:
-            region = ", ".join(n.kind().split("::")[-1] for n in part.nodes)
+            region = describe(part.nodes)
             report.rejected.append((region, "not convex in the JIT graph"))
             log.debug(NAME, f"partition [{region}] left unfused: not convex in the JIT graph")
             continue

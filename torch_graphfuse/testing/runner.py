@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 import torch_graphfuse
-from torch_graphfuse.passes.rewrite import FUSION_GROUP
+from torch_graphfuse.passes.rewrite import FUSION_GROUP, group_kinds
 from torch_graphfuse.passes.type_guard import GUARD
 
 PROFILING_RUNS = 2
@@ -50,14 +50,9 @@ def fusion_groups(graph: torch._C.Graph) -> list[torch._C.Node]:
     return [n for n in _nodes(graph.block(), True) if n.kind() == FUSION_GROUP]
 
 
-def fused_kinds_of(group: torch._C.Node) -> list[str]:
-    """Aten kinds inside one fusion group, sorted."""
-    return sorted(n.kind() for n in group.g("Subgraph").nodes() if n.kind() != "prim::Constant")
-
-
 def fused_kinds(graph: torch._C.Graph) -> list[str]:
     """Aten kinds inside fusion groups, one entry per node."""
-    return [kind for g in fusion_groups(graph) for kind in fused_kinds_of(g)]
+    return [kind for g in fusion_groups(graph) for kind in group_kinds(g)]
 
 
 def unfused_kinds(graph: torch._C.Graph) -> list[str]:
