@@ -26,8 +26,8 @@ BLOCKS: dict[str, tuple[Callable[[], nn.Module], Callable[[], list[torch.Tensor]
     "resnext": (models.resnext_block, lambda: [torch.randn(1, 64, 14, 14)]),
     "densenet": (models.DenseBlock, lambda: [torch.randn(1, 32, 12, 12)]),
     "mobilenet_v2": (models.InvertedResidual, lambda: [torch.randn(1, 24, 16, 16)]),
-    "mobilenet_v3": (models.MobileNetV3Block, lambda: [torch.randn(1, 40, 14, 14)]),
-    "efficientnet": (models.MBConv, lambda: [torch.randn(1, 32, 16, 16)]),
+    "mobilenet_v3": (models.mobilenet_v3_block, lambda: [torch.randn(1, 40, 14, 14)]),
+    "efficientnet": (models.mbconv, lambda: [torch.randn(1, 32, 16, 16)]),
     "bert_layer": (lambda: transformer.bert_layer(hidden=128, heads=4, intermediate=512),
                    lambda: list(transformer.bert_inputs(2, 16, 128, padding=3))),
 }

@@ -182,16 +182,17 @@ class SqueezeExcite(nn.Module):
         return x * self.gate(self.expand(self.act(self.reduce(self.pool(x)))))
 
 
-class MobileNetV3Block(nn.Module):
-    """MobileNetV3: expand + hardswish, depthwise + hardswish, SE (relu,
-    hardsigmoid), project, residual."""
+class InvertedResidualSE(nn.Module):
+    """Expand 1x1 + act, depthwise kxk + act, squeeze-excite, project 1x1, residual:
+    the block of MobileNetV3 and of EfficientNet, which differ in kernel and activations."""
 
-    def __init__(self, channels: int = 40, expand: int = 3) -> None:
+    def __init__(self, channels: int, expand: int, kernel: int, squeezed: int,
+                 act: type[nn.Module], se_act: type[nn.Module], se_gate: type[nn.Module]) -> None:
         super().__init__()
         hidden = channels * expand
-        self.expand = _conv_bn(channels, hidden, 1, act=nn.Hardswish())
-        self.depthwise = _conv_bn(hidden, hidden, 5, groups=hidden, act=nn.Hardswish())
-        self.se = SqueezeExcite(hidden, hidden // 4, nn.ReLU(), nn.Hardsigmoid())
+        self.expand = _conv_bn(channels, hidden, 1, act=act())
+        self.depthwise = _conv_bn(hidden, hidden, kernel, groups=hidden, act=act())
+        self.se = SqueezeExcite(hidden, squeezed, se_act(), se_gate())
         self.project = _conv_bn(hidden, channels, 1)
         _randomize_batchnorm(self)
 
@@ -199,17 +200,12 @@ class MobileNetV3Block(nn.Module):
         return x + self.project(self.se(self.depthwise(self.expand(x))))
 
 
-class MBConv(nn.Module):
-    """EfficientNet: expand + silu, depthwise + silu, SE (silu, sigmoid), project, residual."""
+def mobilenet_v3_block(channels: int = 40, expand: int = 3) -> InvertedResidualSE:
+    """MobileNetV3: hardswish, a 5x5 depthwise, SE with relu and hardsigmoid."""
+    return InvertedResidualSE(channels, expand, 5, channels * expand // 4, nn.Hardswish,
+                              nn.ReLU, nn.Hardsigmoid)
 
-    def __init__(self, channels: int = 32, expand: int = 4) -> None:
-        super().__init__()
-        hidden = channels * expand
-        self.expand = _conv_bn(channels, hidden, 1, act=nn.SiLU())
-        self.depthwise = _conv_bn(hidden, hidden, 3, groups=hidden, act=nn.SiLU())
-        self.se = SqueezeExcite(hidden, channels // 4, nn.SiLU(), nn.Sigmoid())
-        self.project = _conv_bn(hidden, channels, 1)
-        _randomize_batchnorm(self)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.project(self.se(self.depthwise(self.expand(x))))
+def mbconv(channels: int = 32, expand: int = 4) -> InvertedResidualSE:
+    """EfficientNet: silu, a 3x3 depthwise, SE with silu and sigmoid."""
+    return InvertedResidualSE(channels, expand, 3, channels // 4, nn.SiLU, nn.SiLU, nn.Sigmoid)
