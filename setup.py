@@ -6,6 +6,7 @@ The CMake build directory `build/` persists, so rebuilds are incremental.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -24,9 +25,13 @@ class CMakeExtension(Extension):
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
-        out_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
+        target = Path(self.get_ext_fullpath(ext.name)).resolve()
         build_dir = ROOT / "build" / "cmake"
         build_dir.mkdir(parents=True, exist_ok=True)
+        editable = self.editable_mode or self.inplace
+        # An editable install imports the package from the source tree: CMake puts
+        # the extension there itself, so a later `cmake --build` alone refreshes it.
+        out_dir = ROOT / "torch_graphfuse" if editable else target.parent
         configure = [
             "cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",
             f"-DPython3_EXECUTABLE={sys.executable}",
@@ -36,7 +41,10 @@ class CMakeBuild(build_ext):
         subprocess.run(configure, check=True)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
         subprocess.run(["cmake", "--build", str(build_dir), "-j", jobs], check=True)
-
+        built = out_dir / target.name
+        if built != target:  # setuptools copies from its build dir into the tree
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(built, target)
 
 setup(
     name="torch_graphfuse",

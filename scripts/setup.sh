@@ -24,7 +24,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-if [ -f build/cmake/build.ninja ] && ls torch_graphfuse/_C*.so >/dev/null 2>&1; then
+# A build configured for the editable install writes torch_graphfuse/_C*.so
+# itself; anything else (first run, older configuration) goes through pip.
+if grep -q "^GRAPHFUSE_OUTPUT_DIR:.*=$PWD/torch_graphfuse\$" build/cmake/CMakeCache.txt 2>/dev/null \
+    && ls torch_graphfuse/_C*.so >/dev/null 2>&1; then
   cmake --build build/cmake | grep -v "^ninja: no work to do" || true
 else
   echo "setup: building the extension"
