@@ -1,7 +1,5 @@
 #include "backend.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <set>
@@ -187,35 +185,12 @@ GraphDesc GraphDesc::parse(const std::string& text) {
   return desc;
 }
 
-namespace {
-
-// oneDNN's buffers (reordered constant weights, scratchpads): large ones on
-// transparent huge pages, which the kernel here grants only on request. A
-// model's weights are reordered once into such buffers and then read on every
-// call: 2 MB pages fault once per 2 MB and keep GEMMs clear of TLB misses.
-void* host_malloc(size_t size, size_t alignment) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  if (size >= kHugePage) {
-    size_t rounded = (size + kHugePage - 1) / kHugePage * kHugePage;
-    void* p = std::aligned_alloc(kHugePage, rounded);
-    if (p) madvise(p, rounded, MADV_HUGEPAGE);
-    return p;
-  }
-  alignment = std::max(alignment, sizeof(void*));
-  return std::aligned_alloc(alignment, std::max(alignment, (size + alignment - 1) / alignment * alignment));
-}
-
-void host_free(void* p) { std::free(p); }
-
-}  // namespace
-
 dnnl::engine& cpu_engine() {
-  static dg::allocator allocator(host_malloc, host_free);
   static dnnl::engine engine = [] {
     // Frozen weights are bound as constant logical tensors: let oneDNN keep
     // their reordered copies across executions.
     dg::set_constant_tensor_cache(1);
-    return dg::make_engine_with_allocator(dnnl::engine::kind::cpu, 0, allocator);
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
   }();
   return engine;
 }
