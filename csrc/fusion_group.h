@@ -20,6 +20,9 @@ struct KernelStats {
   size_t fallbacks = 0;       // executions that ran the unfused subgraph
   size_t fused_runs = 0;      // executions through oneDNN
   size_t reused_outputs = 0;  // outputs written into the previous call's buffer
+  size_t compile_us = 0;      // spent compiling partitions
+  size_t first_run_us = 0;    // spent in each compiled partition's first execution, where
+                              // oneDNN reorders (and caches) the constant weights
 };
 KernelStats kernel_stats();
 void reset_kernel_stats();

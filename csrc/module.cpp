@@ -84,6 +84,8 @@ PYBIND11_MODULE(_C, m) {
     d["fallbacks"] = s.fallbacks;
     d["fused_runs"] = s.fused_runs;
     d["reused_outputs"] = s.reused_outputs;
+    d["compile_us"] = s.compile_us;
+    d["first_run_us"] = s.first_run_us;
     return d;
   });
   m.def("_reset_kernel_stats", &reset_kernel_stats);
