@@ -15,6 +15,7 @@ import datetime
 import itertools
 import math
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -96,6 +97,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
+    model: str  # key of FULL / QUICK
     workload: Workload
     batch: int
     dtype: torch.dtype
@@ -110,7 +112,7 @@ def configs(models: Sequence[str], quick: bool) -> list[Config]:
     unknown = set(models) - set(workloads)
     if unknown:
         raise SystemExit(f"unknown models: {', '.join(sorted(unknown))}")
-    return [Config(workloads[m], batch, dtype) for m in models
+    return [Config(m, workloads[m], batch, dtype) for m in models
             for batch in workloads[m].batches for dtype in DTYPES]
 
 
@@ -160,16 +162,17 @@ class Peer:
     build: Callable[[nn.Module, Inputs], Call]
     onednn: bool = False
     graphfuse: bool = False
-    first_call: bool = True  # whether the first call is a compilation worth reporting
+    first_calls: int = 3  # fresh processes that time its first call (0: not a compilation)
 
 
 PEERS = (
-    Peer("eager", "eager", _eager, first_call=False),
+    Peer("eager", "eager", _eager, first_calls=0),
     Peer("script", "TorchScript (frozen)", _jit),
     Peer("onednn", "built-in oneDNN fuser", _jit, onednn=True),
-    Peer("inductor", "torch.compile (inductor)", _inductor),
+    Peer("inductor", "torch.compile (inductor)", _inductor, first_calls=1),  # seconds each
     Peer("graphfuse", "torch_graphfuse", _jit, graphfuse=True),
 )
+PEERS_BY_KEY = {p.key: p for p in PEERS}
 SCRIPT, GRAPHFUSE = PEERS[1], PEERS[-1]
 
 
@@ -231,7 +234,6 @@ class Timing:
 class Built:
     peer: Peer
     call: Call
-    first_ms: float | None
     diff: float
     groups: int | None  # torch_graphfuse only: fusion groups in the optimized graph
 
@@ -239,7 +241,6 @@ class Built:
 @dataclasses.dataclass(frozen=True)
 class Measurement:
     ms: float
-    first_ms: float | None
     diff: float
     groups: int | None = None  # torch_graphfuse only: fusion groups and unfused fallback runs
     fallbacks: int = 0
@@ -258,6 +259,7 @@ Result = Measurement | str  # a string is the reason a peer failed
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     results: dict[str, Result]  # by peer key
+    first_ms: dict[str, float | str]  # median first call in fresh processes, or why it failed
     rounds: int
     stalled: int  # calls the machine stalled in: left out of the medians while 3 others remain
 
@@ -269,13 +271,11 @@ def _max_abs_diff(out: torch.Tensor, reference: torch.Tensor) -> float:
 def build(peer: Peer, model: nn.Module, inputs: Inputs, dtype: torch.dtype,
           reference: torch.Tensor) -> Built:
     with torch.no_grad(), autocast(dtype), fusers(peer.onednn, peer.graphfuse):
-        start = time.perf_counter()
         call = peer.build(model, inputs)
-        first_ms = _ms_since(start)
         diff = _max_abs_diff(call(), reference)
         graph = torch.jit.last_executed_optimized_graph() if peer.graphfuse else None
     groups = None if graph is None else len(runner.fusion_groups(graph))
-    return Built(peer, call, first_ms if peer.first_call else None, diff, groups)
+    return Built(peer, call, diff, groups)
 
 
 def _round(built: Sequence[Built], failed: dict[str, str],
@@ -347,28 +347,78 @@ def compare(model: nn.Module, inputs: Inputs, dtype: torch.dtype, peers: Sequenc
             _progress(f"  {label} | {peer.label}: failed: {results[peer.key]}")
             continue
         built.append(b)
-        first = "" if b.first_ms is None else f"first call {b.first_ms:.0f} ms, "
         groups = "" if b.groups is None else f", {b.groups} fusion groups"
-        _progress(f"  {label} | {peer.label}: {first}max abs diff {b.diff:.2e}{groups}")
+        _progress(f"  {label} | {peer.label}: max abs diff {b.diff:.2e}{groups}")
     torch_graphfuse.reset_kernel_stats()
     times, rounds, stalls = timed_rounds(built, dtype, timing, probe)
     fallbacks = torch_graphfuse.kernel_stats()["fallbacks"]
     for b in built:
         ms = times[b.peer.key]
         results[b.peer.key] = ms if isinstance(ms, str) else Measurement(
-            ms, b.first_ms, b.diff, b.groups, fallbacks if b.peer.graphfuse else 0)
+            ms, b.diff, b.groups, fallbacks if b.peer.graphfuse else 0)
     results = {peer.key: results[peer.key] for peer in peers}
     _progress(f"  {label} | median ms: " + ", ".join(
         f"{key} {r if isinstance(r, str) else f'{r.ms:.2f}'}" for key, r in results.items())
         + f" ({rounds} rounds, {stalls} calls stalled)")
-    return Comparison(results, rounds, stalls)
+    return Comparison(results, {}, rounds, stalls)
 
 
-def run_config(config: Config, timing: Timing, probe: StallProbe) -> Comparison:
+def _model_and_inputs(config: Config) -> tuple[nn.Module, Inputs]:
     torch.manual_seed(0)
-    model = config.workload.build().eval()
-    inputs = config.workload.inputs(config.batch)
-    return compare(model, inputs, config.dtype, PEERS, timing, probe, config.label)
+    return config.workload.build().eval(), config.workload.inputs(config.batch)
+
+
+def run_config(config: Config, timing: Timing, probe: StallProbe, quick: bool) -> Comparison:
+    model, inputs = _model_and_inputs(config)
+    comparison = compare(model, inputs, config.dtype, PEERS, timing, probe, config.label)
+    del model, inputs
+    first_ms = first_calls(config, quick, probe)
+    _progress(f"  {config.label} | first call ms: " + ", ".join(
+        f"{key} {ms if isinstance(ms, str) else f'{ms:.0f}'}" for key, ms in first_ms.items()))
+    return dataclasses.replace(comparison, first_ms=first_ms)
+
+
+# ---------------------------------------------------------------- first call
+
+
+def first_calls(config: Config, quick: bool, probe: StallProbe) -> dict[str, float | str]:
+    """Median first-call ms of each compiling peer, each time in a fresh process, as a
+    deployment starting up sees it: within one process, whichever peer came first would warm
+    the allocator, the page cache and oneDNN's kernels for the others. Rounds interleave the
+    peers, so that a slow spell of the machine hits them alike."""
+    peers = [p for p in PEERS if p.first_calls]
+    samples: dict[str, list[float]] = {p.key: [] for p in peers}
+    failed: dict[str, str] = {}
+    for round_ in range(1 if quick else max(p.first_calls for p in peers)):
+        for peer in peers:
+            if round_ >= peer.first_calls or peer.key in failed:
+                continue
+            probe.wait(10.0)
+            command = [sys.executable, __file__, "--first-call", peer.key, "--models",
+                       config.model, "--batch", str(config.batch),
+                       "--dtype", _dtype_name(config.dtype), *(["--quick"] if quick else [])]
+            child = subprocess.run(command, capture_output=True, text=True)
+            lines = child.stdout.split()
+            if child.returncode or not lines:
+                failed[peer.key] = (child.stderr.strip().splitlines() or ["no output"])[-1][:160]
+            else:
+                samples[peer.key].append(float(lines[-1]))
+    return {p.key: failed.get(p.key) or statistics.median(samples[p.key]) for p in peers}
+
+
+def first_call_child(args: argparse.Namespace) -> None:
+    """The fresh process of first_calls: build one peer for one configuration and print the
+    milliseconds it took (trace, freeze and profiling runs, or torch.compile's first call)."""
+    dtype = {_dtype_name(d): d for d in DTYPES}[args.dtype]
+    config, = (c for c in configs([args.models], args.quick)
+               if c.batch == args.batch and c.dtype == dtype)
+    peer = PEERS_BY_KEY[args.first_call]
+    torch._C._jit_set_autocast_mode(False)
+    model, inputs = _model_and_inputs(config)
+    with torch.no_grad(), autocast(dtype), fusers(peer.onednn, peer.graphfuse):
+        start = time.perf_counter()
+        peer.build(model, inputs)
+        print(f"{_ms_since(start):.3f}")
 
 
 Ceilings = dict[torch.dtype, float]
@@ -482,11 +532,22 @@ def latency_table(runs: Runs) -> list[str]:
 
 
 def first_call_table(runs: Runs) -> list[str]:
-    peers = [p for p in PEERS if p.first_call]
-    header = ["model", "batch", "dtype", *(p.label for p in peers)]
-    rows = [[*_row_start(c), *(_cell(run.results[p.key], lambda m: f"{m.first_ms:.0f}")
-                               for p in peers)] for c, run in runs.items()]
+    peers = [p for p in PEERS if p.first_calls]
+    header = ["model", "batch", "dtype", *(p.label for p in peers),
+              "torch_graphfuse / built-in"]
+    rows = []
+    for c, run in runs.items():
+        first = run.first_ms
+        ratio = (f"{first['graphfuse'] / first['onednn']:.2f}x"
+                 if all(isinstance(first.get(k), float) for k in ("graphfuse", "onednn")) else "-")
+        rows.append([*_row_start(c), *(_first_cell(first.get(p.key)) for p in peers), ratio])
     return _table(header, rows)
+
+
+def _first_cell(ms: float | str | None) -> str:
+    if ms is None:
+        return "-"
+    return f"{ms:.0f}" if isinstance(ms, float) else "failed: " + ms.replace("|", "\\|")[:60]
 
 
 def accuracy_table(runs: Runs) -> list[str]:
@@ -578,8 +639,12 @@ def report(runs: Runs, gemms: Sequence[dict[str, Ceilings]], overhead: Overhead 
         "## Latency", "", *latency_table(runs), "",
         "## Geomean speedup of torch_graphfuse", "", *geomean_lines(runs), "",
         "## First call (ms)", "",
-        "Trace + freeze + profiling runs for the TorchScript peers; the first call "
-        "(compilation) for torch.compile.", "", *first_call_table(runs), "",
+        "Each in a fresh process, as a deployment starting up sees it: trace + freeze + "
+        "profiling runs (where the fusers compile and oneDNN reorders the weights) for the "
+        "TorchScript peers, the first call (compilation) for torch.compile. Median of "
+        f"{max(p.first_calls for p in PEERS)} processes per TorchScript peer, interleaved; "
+        "torch.compile: one process (its on-disk caches as configured, default on).", "",
+        *first_call_table(runs), "",
         "## Max abs diff vs eager", "", *accuracy_table(runs), "",
         "## Achieved GFLOP/s (fraction of the GEMM ceiling)", "",
         *gemm_lines(gemms), "", *throughput_table(runs, best_ceilings(gemms)), "",
@@ -628,11 +693,20 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="comma-separated subset of resnet50,bert,mlp")
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default: benchmarks/, and *-quick files for --quick)")
+    # internal: the fresh process that times one peer's first call (see first_calls)
+    parser.add_argument("--first-call", choices=[p.key for p in PEERS if p.first_calls],
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--dtype", choices=[_dtype_name(d) for d in DTYPES],
+                        help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str]) -> None:
     args = parse_args(argv)
+    if args.first_call:
+        first_call_child(args)
+        return
     todo = configs([m.strip() for m in args.models.split(",") if m.strip()], args.quick)
     timing = Timing(2, 10, 2.0) if args.quick else Timing(3, 20, 20.0)
     suffix = "-quick" if args.quick and args.out is None else ""
@@ -645,7 +719,7 @@ def main(argv: Sequence[str]) -> None:
     runs: Runs = {}
     for i, config in enumerate(todo, 1):
         _progress(f"[{i}/{len(todo)}] {config.label}")
-        runs[config] = run_config(config, timing, probe)
+        runs[config] = run_config(config, timing, probe, args.quick)
     try:
         overhead: Overhead | None = chain_overhead(timing, probe)
     except Exception as error:  # left out of the report, never ends the run
