@@ -1,6 +1,7 @@
 #include "backend.h"
 
 #include <algorithm>
+#include <mutex>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -79,17 +80,45 @@ AttrValue read_attr(std::istringstream& in) {
 }
 
 LogicalTensor to_logical(const TensorDesc& t, bool with_dims,
-                         LogicalTensor::layout_type layout = LogicalTensor::layout_type::strided) {
+                         LogicalTensor::layout_type layout = LogicalTensor::layout_type::strided,
+                         size_t base = 0) {
   auto property = t.constant ? LogicalTensor::property_type::constant
                              : LogicalTensor::property_type::variable;
-  if (t.ndims < 0) return LogicalTensor(t.id, t.dtype, -1, layout, property);
+  if (t.ndims < 0) return LogicalTensor(t.id + base, t.dtype, -1, layout, property);
   Dims dims = with_dims ? t.dims : Dims(t.ndims, DNNL_GRAPH_UNKNOWN_DIM);
-  return LogicalTensor(t.id, t.dtype, dims, layout, property);
+  return LogicalTensor(t.id + base, t.dtype, dims, layout, property);
 }
 
-dg::op make_op(const OpDesc& d,
-               const std::unordered_map<size_t, LogicalTensor>& lts) {
-  dg::op op(d.id, d.kind, "graphfuse_" + std::to_string(d.id));
+// The same logical tensor under another id.
+LogicalTensor renumbered(const LogicalTensor& lt, size_t id) {
+  if (lt.get_layout_type() == LogicalTensor::layout_type::strided)
+    return LogicalTensor(id, lt.get_data_type(), lt.get_dims(), lt.get_strides(),
+                         lt.get_property_type());
+  return LogicalTensor(id, lt.get_data_type(), lt.get_dims(), lt.get_layout_type(),
+                       lt.get_property_type());
+}
+
+// A group's logical tensors by description id, carrying id + base: inside
+// the partition oneDNN's choice of layout, at the group's ports strided
+// torch tensors (`overrides`, when given, are the ports' actual tensors).
+std::unordered_map<size_t, LogicalTensor> group_tensors(
+    const GraphDesc& desc, bool profiled, size_t base,
+    const std::vector<LogicalTensor>& overrides = {}) {
+  std::set<size_t> ports(desc.inputs.begin(), desc.inputs.end());
+  ports.insert(desc.outputs.begin(), desc.outputs.end());
+  std::unordered_map<size_t, LogicalTensor> lts;
+  for (const auto& [id, t] : desc.tensors)
+    lts.emplace(id, to_logical(t, profiled,
+                               ports.count(id) ? LogicalTensor::layout_type::strided
+                                               : LogicalTensor::layout_type::any,
+                               base));
+  for (const auto& lt : overrides) lts.insert_or_assign(lt.get_id(), renumbered(lt, lt.get_id() + base));
+  return lts;
+}
+
+dg::op make_op(const OpDesc& d, const std::unordered_map<size_t, LogicalTensor>& lts,
+               size_t base = 0) {
+  dg::op op(d.id + base, d.kind, "graphfuse_" + std::to_string(d.id));
   for (auto id : d.inputs) op.add_input(lts.at(id));
   for (auto id : d.outputs) op.add_output(lts.at(id));
   for (const auto& [name, value] : d.attrs)
@@ -222,42 +251,37 @@ std::vector<PartitionInfo> partition_graph(
   return result;
 }
 
-std::optional<Compiled> compile_partition(
-    const GraphDesc& desc, const std::vector<LogicalTensor>& inputs,
-    const std::vector<LogicalTensor>& outputs, bool profiled, std::string& why) {
-  // Tensors inside the partition get oneDNN's choice of layout; the group's
-  // ports are strided torch tensors.
-  std::set<size_t> ports(desc.inputs.begin(), desc.inputs.end());
-  ports.insert(desc.outputs.begin(), desc.outputs.end());
-  std::unordered_map<size_t, LogicalTensor> lts;
-  for (const auto& [id, t] : desc.tensors)
-    lts.emplace(id, to_logical(t, profiled,
-                               ports.count(id) ? LogicalTensor::layout_type::strided
-                                               : LogicalTensor::layout_type::any));
-  for (const auto& lt : inputs) lts.insert_or_assign(lt.get_id(), lt);
-  for (const auto& lt : outputs) lts.insert_or_assign(lt.get_id(), lt);
+namespace {
 
-  dg::graph graph(dnnl::engine::kind::cpu);
-  std::vector<dg::partition> partitions;
-  try {
-    size_t next_id = 0;
-    for (const auto& d : desc.ops) {
-      graph.add_op(make_op(d, lts));
-      next_id = std::max(next_id, d.id + 1);
-    }
-    // Every group output is consumed outside the group: say so, so that
-    // oneDNN keeps it even where an op inside the group also consumes it.
-    for (auto id : desc.outputs)
-      graph.add_op(dg::op(next_id++, dg::op::kind::End, {lts.at(id)}, {}, "end"));
-    graph.finalize();
-    partitions = graph.get_partitions(dg::partition::policy::fusion);
-  } catch (const dnnl::error& e) {
-    why = std::string("oneDNN refused the graph: ") + e.what();
-    return std::nullopt;
+// Ids a group's description uses: tensors, ops and one End op per output.
+size_t id_span(const GraphDesc& desc) {
+  size_t tensors = 0, ops = 0;
+  for (const auto& [id, t] : desc.tensors) tensors = std::max(tensors, id + 1);
+  for (const auto& d : desc.ops) ops = std::max(ops, d.id + 1);
+  return std::max(tensors, ops + desc.outputs.size());
+}
+
+// Adds a group's ops, ids shifted by base, and an End op per output: every
+// group output is consumed outside the group, so oneDNN must keep it even
+// where an op inside the group also consumes it.
+void add_group(dg::graph& graph, const GraphDesc& desc,
+               const std::unordered_map<size_t, LogicalTensor>& lts, size_t base) {
+  size_t next_id = 0;
+  for (const auto& d : desc.ops) {
+    graph.add_op(make_op(d, lts, base));
+    next_id = std::max(next_id, d.id + 1);
   }
+  for (auto id : desc.outputs)
+    graph.add_op(dg::op(base + next_id++, dg::op::kind::End, {lts.at(id)}, {}, "end"));
+}
 
+// The one partition among `partitions` that is exactly the group (ids
+// shifted by base), or none, with why.
+std::optional<dg::partition> group_partition(std::vector<dg::partition>& partitions,
+                                             const GraphDesc& desc, size_t base,
+                                             std::string& why) {
   std::set<size_t> wanted;
-  for (const auto& d : desc.ops) wanted.insert(d.id);
+  for (const auto& d : desc.ops) wanted.insert(d.id + base);
   std::optional<dg::partition> chosen;
   for (auto& p : partitions) {
     auto ids = p.get_ops();
@@ -273,13 +297,89 @@ std::optional<Compiled> compile_partition(
     why = "oneDNN returned no partition";
     return std::nullopt;
   }
-  std::set<size_t> in_ports, out_ports;
+  std::set<size_t> in_ports, out_ports, in_wanted, out_wanted;
   for (const auto& lt : chosen->get_input_ports()) in_ports.insert(lt.get_id());
   for (const auto& lt : chosen->get_output_ports()) out_ports.insert(lt.get_id());
-  if (in_ports != std::set<size_t>(desc.inputs.begin(), desc.inputs.end()) ||
-      out_ports != std::set<size_t>(desc.outputs.begin(), desc.outputs.end())) {
+  for (auto id : desc.inputs) in_wanted.insert(id + base);
+  for (auto id : desc.outputs) out_wanted.insert(id + base);
+  if (in_ports != in_wanted || out_ports != out_wanted) {
     why = "partition ports differ from the fusion group's inputs/outputs";
     return std::nullopt;
+  }
+  return chosen;
+}
+
+std::mutex g_prepared_mu;
+std::unordered_map<int64_t, Prepared> g_prepared;  // by ticket, until a kernel takes it
+int64_t g_next_ticket = 0;
+
+}  // namespace
+
+std::vector<int64_t> prepare_partitions(const std::vector<GraphDesc>& descs) {
+  std::vector<int64_t> tickets(descs.size(), -1);
+  size_t stride = 1;
+  for (const auto& desc : descs) stride = std::max(stride, id_span(desc));
+  dg::graph graph(dnnl::engine::kind::cpu);
+  std::vector<dg::partition> partitions;
+  try {
+    for (size_t k = 0; k < descs.size(); ++k)
+      add_group(graph, descs[k], group_tensors(descs[k], true, k * stride), k * stride);
+    graph.finalize();
+    partitions = graph.get_partitions(dg::partition::policy::fusion);
+  } catch (const dnnl::error&) {
+    return tickets;  // each group finds its partition at its first compile
+  }
+  std::vector<std::vector<dg::partition>> by_group(descs.size());
+  for (auto& p : partitions) {
+    auto ops = p.get_ops();
+    if (!ops.empty() && ops.front() / stride < descs.size())
+      by_group[ops.front() / stride].push_back(std::move(p));
+  }
+  std::lock_guard<std::mutex> lock(g_prepared_mu);
+  for (size_t k = 0; k < descs.size(); ++k) {
+    std::string why;
+    auto p = group_partition(by_group[k], descs[k], k * stride, why);
+    if (!p) continue;
+    tickets[k] = g_next_ticket++;
+    g_prepared.emplace(tickets[k], Prepared{std::move(*p), k * stride});
+  }
+  return tickets;
+}
+
+std::optional<Prepared> take_prepared(int64_t ticket) {
+  std::lock_guard<std::mutex> lock(g_prepared_mu);
+  auto it = g_prepared.find(ticket);
+  if (it == g_prepared.end()) return std::nullopt;
+  Prepared p = std::move(it->second);
+  g_prepared.erase(it);
+  return p;
+}
+
+std::optional<Compiled> compile_partition(const GraphDesc& desc,
+                                          const std::vector<LogicalTensor>& inputs,
+                                          const std::vector<LogicalTensor>& outputs,
+                                          bool profiled, const Prepared* prepared,
+                                          std::string& why) {
+  size_t base = prepared ? prepared->base : 0;
+  auto ports = inputs;
+  ports.insert(ports.end(), outputs.begin(), outputs.end());
+  auto lts = group_tensors(desc, profiled, base, ports);
+  std::optional<dg::partition> chosen;
+  if (prepared) {
+    chosen = prepared->partition;
+  } else {
+    dg::graph graph(dnnl::engine::kind::cpu);
+    std::vector<dg::partition> partitions;
+    try {
+      add_group(graph, desc, lts, 0);
+      graph.finalize();
+      partitions = graph.get_partitions(dg::partition::policy::fusion);
+    } catch (const dnnl::error& e) {
+      why = std::string("oneDNN refused the graph: ") + e.what();
+      return std::nullopt;
+    }
+    chosen = group_partition(partitions, desc, 0, why);
+    if (!chosen) return std::nullopt;
   }
 
   std::vector<LogicalTensor> in_lts, out_lts;
@@ -293,7 +393,7 @@ std::optional<Compiled> compile_partition(
     return std::nullopt;
   }
   c.inputs = std::move(in_lts);
-  for (auto id : desc.outputs) c.outputs.push_back(c.partition.query_logical_tensor(id));
+  for (auto id : desc.outputs) c.outputs.push_back(c.partition.query_logical_tensor(id + base));
   return c;
 }
 

@@ -82,9 +82,29 @@ struct Compiled {
 // have the description's sizes, so its intermediate sizes hold too.
 // Returns nullopt, with `why` set, when oneDNN does not take the whole
 // description as exactly one supported partition or refuses to compile it.
-std::optional<Compiled> compile_partition(
-    const GraphDesc& desc, const std::vector<LogicalTensor>& inputs,
-    const std::vector<LogicalTensor>& outputs, bool profiled, std::string& why);
+// A group's partition found before its first compile, in one oneDNN call for
+// all the groups of a graph: get_partitions costs milliseconds per call,
+// mostly fixed, so one call per group would dominate a model's first run.
+// Its ops and tensors carry the group's description ids + base.
+struct Prepared {
+  dg::partition partition;
+  size_t base = 0;
+};
+
+// Partitions the groups together; per group a ticket for take_prepared, or
+// -1 where oneDNN did not return exactly that group as one partition.
+std::vector<int64_t> prepare_partitions(const std::vector<GraphDesc>& descs);
+// The prepared partition of a ticket, once: each partition is compiled by
+// one kernel only (oneDNN keys its constant-weight cache by partition).
+std::optional<Prepared> take_prepared(int64_t ticket);
+
+// Compiles the group for these port tensors: `prepared`'s partition, or one
+// found now by a oneDNN call for this group alone.
+std::optional<Compiled> compile_partition(const GraphDesc& desc,
+                                          const std::vector<LogicalTensor>& inputs,
+                                          const std::vector<LogicalTensor>& outputs,
+                                          bool profiled, const Prepared* prepared,
+                                          std::string& why);
 
 dnnl::engine& cpu_engine();
 

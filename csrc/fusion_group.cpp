@@ -26,6 +26,7 @@ const auto kDesc = c10::Symbol::attr("desc");
 const auto kSubgraph = c10::Symbol::attr("Subgraph");
 const auto kTypes = c10::Symbol::attr("types");
 const auto kAnyLayout = c10::Symbol::attr("any_layout");
+const auto kPrepared = c10::Symbol::attr("prepared");
 // Compiled partitions kept per fusion group; a model seeing more distinct
 // input specs than this recompiles the least recently used ones.
 constexpr size_t kCacheCapacity = 64;
@@ -67,6 +68,7 @@ class Kernel {
     any_layout_.assign(desc_.outputs.size(), false);
     if (node->hasAttribute(kAnyLayout))
       for (auto i : node->is(kAnyLayout)) any_layout_.at(i) = true;
+    if (node->hasAttribute(kPrepared)) prepared_ = take_prepared(node->i(kPrepared));
   }
 
   void run(Stack& stack) {
@@ -156,11 +158,16 @@ class Kernel {
     }
     std::optional<Compiled> compiled;
     if (why.empty()) {
-      compiled = compile_partition(desc_, in_lts, output_lts(profiled, true), profiled, why);
+      // The partition found with the graph's other groups serves the
+      // profiled spec; any other spec finds its own.
+      const Prepared* prepared = profiled && prepared_ ? &*prepared_ : nullptr;
+      compiled = compile_partition(desc_, in_lts, output_lts(profiled, true), profiled, prepared,
+                                   why);
       // Where oneDNN answers `any` with a blocked layout (v3.2 picks strided
       // NHWC on x86), compile again with every output strided.
       if (compiled && !all_strided(*compiled))
-        compiled = compile_partition(desc_, in_lts, output_lts(profiled, false), profiled, why);
+        compiled = compile_partition(desc_, in_lts, output_lts(profiled, false), profiled,
+                                     prepared, why);
       if (compiled && !all_strided(*compiled)) {
         compiled.reset();
         why = "oneDNN chose a non-strided output layout";
@@ -271,6 +278,7 @@ class Kernel {
   const std::shared_ptr<torch::jit::Graph> subgraph_;
   const std::string name_;
   std::vector<bool> any_layout_;  // per output: only other fusion groups read it
+  std::optional<Prepared> prepared_;  // this group's partition, found in the pipeline
   std::mutex mu_;
   std::list<SpecKey> lru_;
   std::unordered_map<SpecKey, std::pair<std::shared_ptr<Entry>, std::list<SpecKey>::iterator>,

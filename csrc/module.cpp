@@ -66,6 +66,15 @@ py::tuple partition(const std::string& text) {
   return py::make_tuple(result, refused);
 }
 
+// Per group description, the ticket of its prepared partition (-1: none).
+std::vector<int64_t> prepare(const std::vector<std::string>& texts) {
+  std::vector<GraphDesc> descs;
+  descs.reserve(texts.size());
+  for (const auto& text : texts) descs.push_back(GraphDesc::parse(text));
+  py::gil_scoped_release no_gil;
+  return prepare_partitions(descs);
+}
+
 }  // namespace
 }  // namespace graphfuse
 
@@ -76,6 +85,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_enabled", [](bool on) { g_enabled = on; });
   m.def("_is_enabled", [] { return g_enabled.load(); });
   m.def("_partition", &partition, "oneDNN's partitions of a backend description");
+  m.def("_prepare_partitions", &prepare,
+        "partition fusion groups in one oneDNN call; a ticket per group (-1: none)");
   m.def("_kernel_stats", [] {
     auto s = kernel_stats();
     py::dict d;

@@ -30,7 +30,8 @@ def run(level: str | None) -> str:
 
 
 def test_each_pass_logs_under_its_module_name() -> None:
-    err = run(">>partition:rewrite:type_guard:>op_mapping:mutation_removal:prepare_binary")
+    err = run(">>partition:rewrite:type_guard:>op_mapping:mutation_removal:prepare_binary"
+              ":>prepare_partitions")
     assert "[UPDATE partition.py] partition [_convolution, relu]" in err
     assert "[DUMP rewrite.py] after rewrite:" in err
     assert "graphfuse::FusionGroup" in err
@@ -39,6 +40,7 @@ def test_each_pass_logs_under_its_module_name() -> None:
     assert "o 0 Convolution" in err
     assert "[DUMP mutation_removal.py] after mutation_removal:" in err
     assert "[DUMP prepare_binary.py] after prepare_binary:" in err
+    assert "[UPDATE prepare_partitions.py] 1 of 1 group partitions found in one oneDNN call" in err
 
 
 def test_debug_level_adds_graph_before_pass() -> None:

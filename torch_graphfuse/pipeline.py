@@ -3,6 +3,7 @@ profiled graph while fusion is enabled:
 
     mutation_removal -> decompose -> prepare_binary -> defer_size_check
       -> op_mapping -> partition -> rewrite -> layout_propagation -> type_guard
+      -> prepare_partitions
 
 Each pass lives in passes/<name>.py and logs under that name (see log.py):
 GRAPH_DUMP shows the graph after the pass, GRAPH_DEBUG also the graph before.
@@ -25,6 +26,7 @@ from .passes import (
     op_mapping,
     partition,
     prepare_binary,
+    prepare_partitions,
     rewrite,
     type_guard,
 )
@@ -84,6 +86,7 @@ def _run_passes(graph: torch._C.Graph) -> None:
     report.groups = [rewrite.group_kinds(g) for g in groups]
     _logged("layout_propagation", graph, lambda: layout_propagation.run(groups))
     _logged("type_guard", graph, lambda: type_guard.run(graph, groups))
+    _logged("prepare_partitions", graph, lambda: prepare_partitions.run(groups))
     torch._C._jit_pass_dce(graph)
     graph.lint()
     publish(report)
