@@ -642,8 +642,9 @@ def report(runs: Runs, gemms: Sequence[dict[str, Ceilings]], overhead: Overhead 
         "Each in a fresh process, as a deployment starting up sees it: trace + freeze + "
         "profiling runs (where the fusers compile and oneDNN reorders the weights) for the "
         "TorchScript peers, the first call (compilation) for torch.compile. Median of "
-        f"{max(p.first_calls for p in PEERS)} processes per TorchScript peer, interleaved; "
-        "torch.compile: one process (its on-disk caches as configured, default on).", "",
+        f"{1 if quick else max(p.first_calls for p in PEERS)} processes per TorchScript peer, "
+        "interleaved; torch.compile: one process (its on-disk caches as configured, default "
+        "on).", "",
         *first_call_table(runs), "",
         "## Max abs diff vs eager", "", *accuracy_table(runs), "",
         "## Achieved GFLOP/s (fraction of the GEMM ceiling)", "",
