@@ -238,7 +238,9 @@ class Kernel {
     {
       thread_local dnnl::stream stream(cpu_engine());
       std::lock_guard<std::mutex> lock(entry.mu);
-      auto start = std::chrono::steady_clock::now();
+      // Only the first execution is timed: no clock read on later calls.
+      auto start = entry.executed ? std::chrono::steady_clock::time_point{}
+                                  : std::chrono::steady_clock::now();
       for (size_t i = 0; i < c.outputs.size(); ++i) outputs.push_back(output_buffer(entry, i));
       for (size_t i = 0; i < inputs.size(); ++i) entry.inputs[i].set_data_handle(inputs[i].data_ptr());
       for (size_t i = 0; i < outputs.size(); ++i) entry.outputs[i].set_data_handle(outputs[i].data_ptr());
