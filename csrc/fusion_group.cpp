@@ -1,7 +1,9 @@
 #include "fusion_group.h"
 
+#include "buffer_pool.h"
+
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty_strided.h>
+#include <ATen/EmptyTensor.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/hash.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -25,13 +27,14 @@ using torch::jit::Stack;
 const auto kDesc = c10::Symbol::attr("desc");
 const auto kSubgraph = c10::Symbol::attr("Subgraph");
 const auto kTypes = c10::Symbol::attr("types");
+const auto kGuarded = c10::Symbol::attr("guarded");
 const auto kAnyLayout = c10::Symbol::attr("any_layout");
 const auto kPrepared = c10::Symbol::attr("prepared");
 // Compiled partitions kept per fusion group; a model seeing more distinct
 // input specs than this recompiles the least recently used ones.
 constexpr size_t kCacheCapacity = 64;
 
-std::atomic<size_t> g_compiles{0}, g_hits{0}, g_fallbacks{0}, g_fused{0}, g_reused{0},
+std::atomic<size_t> g_compiles{0}, g_hits{0}, g_fallbacks{0}, g_fused{0}, g_inplace{0},
     g_compile_us{0}, g_first_run_us{0};
 
 size_t us_since(std::chrono::steady_clock::time_point start) {
@@ -50,11 +53,34 @@ struct Entry {
   std::optional<Compiled> compiled;  // empty: this spec runs unfused
   std::mutex mu;                     // guards the members below
   std::vector<dg::tensor> inputs, outputs;
-  // The previous call's outputs: once nothing else holds one, its buffer is
-  // written again instead of allocating (and page-faulting) a new one.
-  std::vector<at::Tensor> recycled;
+  // Per output, the input oneDNN may overwrite with it (-1: none): that
+  // input's buffer becomes the output when nothing else holds it.
+  std::vector<int> inplace_input;
   bool executed = false;  // the first execution also prepares the constant weights
 };
+
+// True when each guarded input still has the dtype, device and rank the
+// group was built for (and its exact sizes where the type gives them); else
+// the group runs unfused.
+bool guard_holds(const std::vector<int64_t>& guarded, const std::vector<c10::TypePtr>& types,
+                 const Stack& stack, size_t n) {
+  auto inputs = torch::jit::last(stack, n);
+  for (size_t k = 0; k < guarded.size(); ++k) {
+    const auto& expected = types[k]->expectRef<c10::TensorType>();
+    const auto& iv = inputs[guarded[k]];
+    if (!iv.isTensor()) return false;
+    const auto& t = iv.toTensor();
+    if (!t.defined()) return false;
+    // A property the profiled type left unset is not checked.
+    if (auto dtype = expected.scalarType(); dtype && t.scalar_type() != *dtype) return false;
+    if (auto device = expected.device(); device && t.device() != *device) return false;
+    if (auto dim = expected.dim(); dim && t.dim() != static_cast<int64_t>(*dim)) return false;
+    if (auto sizes = expected.sizes().concrete_sizes(); sizes && *sizes != t.sizes().vec())
+      return false;
+    if (t.requires_grad() && at::GradMode::is_enabled()) return false;
+  }
+  return true;
+}
 
 class Kernel {
  public:
@@ -69,10 +95,20 @@ class Kernel {
     if (node->hasAttribute(kAnyLayout))
       for (auto i : node->is(kAnyLayout)) any_layout_.at(i) = true;
     if (node->hasAttribute(kPrepared)) prepared_ = take_prepared(node->i(kPrepared));
+    if (node->hasAttribute(kGuarded)) {
+      guarded_ = node->is(kGuarded);
+      guard_types_ = node->tys(kTypes);
+      TORCH_CHECK(guarded_.size() == guard_types_.size(),
+                  "graphfuse::FusionGroup: one guard type per guarded input");
+    }
   }
 
   void run(Stack& stack) {
     auto n = desc_.inputs.size();
+    if (!guard_holds(guarded_, guard_types_, stack, n)) {
+      ++g_fallbacks;
+      return run_fallback(stack);
+    }
     std::vector<at::Tensor> inputs;
     inputs.reserve(n);
     for (auto& iv : torch::jit::last(stack, n)) inputs.push_back(bindable(iv.toTensor()));
@@ -81,6 +117,7 @@ class Kernel {
       ++g_fallbacks;
       return run_fallback(stack);
     }
+    // Dropped first, so an input no one else holds can be written in place.
     torch::jit::drop(stack, n);
     execute(*entry, inputs, stack);
   }
@@ -124,12 +161,6 @@ class Kernel {
       auto entry = std::make_shared<Entry>();
       compile(*entry, inputs);
       it = cache_.emplace(key, std::make_pair(std::move(entry), lru_.begin())).first;
-    }
-    if (last_ && last_ != it->second.first) {
-      // Keep recycled buffers for the spec in use only: a model seeing many
-      // shapes would otherwise hold one set of outputs per cached spec.
-      std::lock_guard<std::mutex> entry_lock(last_->mu);
-      for (auto& t : last_->recycled) t.reset();
     }
     last_ = it->second.first;
     last_key_ = std::move(key);
@@ -187,7 +218,11 @@ class Kernel {
     GRAPH_DEBUG(name_, ": compiled a partition of ", desc_.ops.size(), " ops in ", us, " us");
     for (const auto& lt : compiled->inputs) entry.inputs.emplace_back(lt, cpu_engine(), nullptr);
     for (const auto& lt : compiled->outputs) entry.outputs.emplace_back(lt, cpu_engine(), nullptr);
-    entry.recycled.resize(compiled->outputs.size());
+    entry.inplace_input = inplace_inputs(*compiled);
+    for (size_t o = 0; o < entry.inplace_input.size(); ++o)
+      if (entry.inplace_input[o] >= 0)
+        GRAPH_DEBUG(name_, ": output ", o, " may be written over input ", entry.inplace_input[o],
+                    " when nothing else holds it");
     entry.compiled = std::move(compiled);
   }
 
@@ -216,22 +251,47 @@ class Kernel {
     return lts;
   }
 
-  // The tensor to write output i into: last call's, if only the cache holds
-  // it (the interpreter and the next group have let go of it), else a new
-  // one. A result handed to Python stays referenced, so it is never reused.
-  static at::Tensor output_buffer(Entry& entry, size_t i) {
-    auto& cached = entry.recycled[i];
-    if (cached.defined() && cached.use_count() == 1 && cached.storage().use_count() == 1) {
-      ++g_reused;
-      return cached;
+  // The in-place pairs oneDNN reports, as input index per output, where the
+  // two ports have the same dtype, sizes and strides (the buffer fits as is)
+  // and the input is not a constant (the caller's weights stay untouched).
+  std::vector<int> inplace_inputs(const Compiled& c) const {
+    std::vector<int> result(c.outputs.size(), -1);
+    auto index_of = [](const std::vector<LogicalTensor>& lts, size_t id) {
+      for (size_t i = 0; i < lts.size(); ++i)
+        if (lts[i].get_id() == id) return static_cast<int>(i);
+      return -1;
+    };
+    for (const auto& [in_id, out_id] : c.partition.get_inplace_ports()) {
+      int i = index_of(c.inputs, in_id), o = index_of(c.outputs, out_id);
+      if (i < 0 || o < 0 || result[o] >= 0) continue;
+      const auto &in = c.inputs[i], &out = c.outputs[o];
+      if (in.get_property_type() == LogicalTensor::property_type::constant ||
+          in.get_layout_type() != LogicalTensor::layout_type::strided ||
+          in.get_data_type() != out.get_data_type() || in.get_dims() != out.get_dims() ||
+          in.get_strides() != out.get_strides())
+        continue;
+      result[o] = i;
     }
-    const auto& lt = entry.compiled->outputs[i];
-    cached = at::empty_strided(lt.get_dims(), lt.get_strides(),
-                               at::TensorOptions().dtype(to_scalar_type(lt.get_data_type())));
-    return cached;
+    return result;
   }
 
-  void execute(Entry& entry, const std::vector<at::Tensor>& inputs, Stack& stack) {
+  // An input tensor the group may overwrite: nothing but this call holds it
+  // or its storage (the interpreter moved it here at its last use), and its
+  // memory came from a torch allocator, not from a caller's blob.
+  static bool exclusively_held(const at::Tensor& t) {
+    return t.use_count() == 1 && t.storage().use_count() == 1 &&
+           t.storage().allocator() != nullptr;
+  }
+
+  // A new output tensor from the buffer pool: a freed buffer of that size
+  // when there is one.
+  static at::Tensor output_buffer(const LogicalTensor& lt) {
+    return at::detail::empty_strided_generic(lt.get_dims(), lt.get_strides(), buffer_pool(),
+                                             c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                             to_scalar_type(lt.get_data_type()));
+  }
+
+  void execute(Entry& entry, std::vector<at::Tensor>& inputs, Stack& stack) {
     const auto& c = *entry.compiled;
     std::vector<at::Tensor> outputs;
     outputs.reserve(c.outputs.size());
@@ -241,8 +301,19 @@ class Kernel {
       // Only the first execution is timed: no clock read on later calls.
       auto start = entry.executed ? std::chrono::steady_clock::time_point{}
                                   : std::chrono::steady_clock::now();
-      for (size_t i = 0; i < c.outputs.size(); ++i) outputs.push_back(output_buffer(entry, i));
-      for (size_t i = 0; i < inputs.size(); ++i) entry.inputs[i].set_data_handle(inputs[i].data_ptr());
+      for (size_t o = 0; o < c.outputs.size(); ++o) {
+        int i = entry.inplace_input[o];
+        if (i >= 0 && inputs[i].defined() && exclusively_held(inputs[i])) {
+          // Moved out of `inputs`, so no other output takes it as well.
+          outputs.push_back(std::move(inputs[i]));
+          entry.inputs[i].set_data_handle(outputs.back().data_ptr());
+          ++g_inplace;
+        } else {
+          outputs.push_back(output_buffer(c.outputs[o]));
+        }
+      }
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (inputs[i].defined()) entry.inputs[i].set_data_handle(inputs[i].data_ptr());
       for (size_t i = 0; i < outputs.size(); ++i) entry.outputs[i].set_data_handle(outputs[i].data_ptr());
       c.partition.execute(stream, entry.inputs, entry.outputs);
       stream.wait();
@@ -280,6 +351,8 @@ class Kernel {
   const std::shared_ptr<torch::jit::Graph> subgraph_;
   const std::string name_;
   std::vector<bool> any_layout_;  // per output: only other fusion groups read it
+  std::vector<int64_t> guarded_;   // the inputs the guard checks (not the constants)
+  std::vector<c10::TypePtr> guard_types_;  // what each guarded input must match
   std::optional<Prepared> prepared_;  // this group's partition, found in the pipeline
   std::mutex mu_;
   std::list<SpecKey> lru_;
@@ -293,44 +366,12 @@ class Kernel {
   std::unique_ptr<torch::jit::Code> fallback_;
 };
 
-// True when each input still has the dtype, device and rank the group was
-// built for (and its exact sizes where the type gives them); else the
-// unfused branch runs.
-bool guard_holds(const std::vector<c10::TypePtr>& types, const Stack& stack) {
-  auto inputs = torch::jit::last(stack, types.size());
-  for (size_t i = 0; i < types.size(); ++i) {
-    const auto& expected = types[i]->expectRef<c10::TensorType>();
-    if (!inputs[i].isTensor()) return false;
-    const auto& t = inputs[i].toTensor();
-    if (!t.defined()) return false;
-    // A property the profiled type left unset is not checked.
-    if (auto dtype = expected.scalarType(); dtype && t.scalar_type() != *dtype) return false;
-    if (auto device = expected.device(); device && t.device() != *device) return false;
-    if (auto dim = expected.dim(); dim && t.dim() != static_cast<int64_t>(*dim)) return false;
-    if (auto sizes = expected.sizes().concrete_sizes(); sizes && *sizes != t.sizes().vec())
-      return false;
-    if (t.requires_grad() && at::GradMode::is_enabled()) return false;
-  }
-  return true;
-}
-
 torch::jit::RegisterOperators register_ops({
     torch::jit::Operator(
         c10::Symbol::fromQualString("graphfuse::FusionGroup"),
         [](const Node* node) -> torch::jit::Operation {
           auto kernel = std::make_shared<Kernel>(node);
           return [kernel](Stack& stack) { kernel->run(stack); };
-        },
-        c10::AliasAnalysisKind::PURE_FUNCTION),
-    torch::jit::Operator(
-        c10::Symbol::fromQualString("graphfuse::Guard"),
-        [](const Node* node) -> torch::jit::Operation {
-          auto types = node->tys(kTypes);
-          return [types](Stack& stack) {
-            bool ok = guard_holds(types, stack);
-            torch::jit::drop(stack, types.size());
-            stack.emplace_back(ok);
-          };
         },
         c10::AliasAnalysisKind::PURE_FUNCTION),
 });
@@ -347,8 +388,9 @@ std::optional<DataType> to_backend_dtype(c10::ScalarType t) {
 }
 
 KernelStats kernel_stats() {
-  return {g_compiles.load(), g_hits.load(),       g_fallbacks.load(),
-          g_fused.load(),    g_reused.load(),     g_compile_us.load(),
+  auto pool = pool_stats();
+  return {g_compiles.load(),   g_hits.load(),     g_fallbacks.load(),    g_fused.load(),
+          pool.reused,         g_inplace.load(),  pool.idle_bytes,       g_compile_us.load(),
           g_first_run_us.load()};
 }
 
@@ -357,7 +399,8 @@ void reset_kernel_stats() {
   g_hits = 0;
   g_fallbacks = 0;
   g_fused = 0;
-  g_reused = 0;
+  g_inplace = 0;
+  reset_pool_reuse_count();
   g_compile_us = 0;
   g_first_run_us = 0;
 }

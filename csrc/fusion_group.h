@@ -1,6 +1,6 @@
 // The runtime of a fused region: the graphfuse::FusionGroup operator, which
-// compiles its partition per input spec and executes it with oneDNN Graph, and
-// graphfuse::Guard, the type check in front of it.
+// checks its inputs' types (else runs its subgraph unfused), compiles its
+// partition per input spec and executes it with oneDNN Graph.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -19,7 +19,9 @@ struct KernelStats {
   size_t cache_hits = 0;      // executions that reused a compiled partition
   size_t fallbacks = 0;       // executions that ran the unfused subgraph
   size_t fused_runs = 0;      // executions through oneDNN
-  size_t reused_outputs = 0;  // outputs written into the previous call's buffer
+  size_t reused_outputs = 0;  // outputs written into a freed output's buffer (buffer pool)
+  size_t inplace_outputs = 0; // outputs written over an input oneDNN may overwrite
+  size_t idle_buffer_bytes = 0;  // freed output buffers the pool keeps for reuse
   size_t compile_us = 0;      // spent compiling partitions
   size_t first_run_us = 0;    // spent in each compiled partition's first execution, where
                               // oneDNN reorders (and caches) the constant weights

@@ -11,6 +11,7 @@
 #include <atomic>
 
 #include "backend.h"
+#include "buffer_pool.h"
 #include "fusion_group.h"
 
 namespace py = pybind11;
@@ -95,11 +96,15 @@ PYBIND11_MODULE(_C, m) {
     d["fallbacks"] = s.fallbacks;
     d["fused_runs"] = s.fused_runs;
     d["reused_outputs"] = s.reused_outputs;
+    d["inplace_outputs"] = s.inplace_outputs;
+    d["idle_buffer_bytes"] = s.idle_buffer_bytes;
     d["compile_us"] = s.compile_us;
     d["first_run_us"] = s.first_run_us;
     return d;
   });
   m.def("_reset_kernel_stats", &reset_kernel_stats);
+  m.def("_release_buffers", &release_idle_buffers,
+        "free the output buffers kept for reuse; the bytes released");
   m.def("_onednn_version", [] {
     const auto* v = dnnl_version();
     return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);

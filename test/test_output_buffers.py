@@ -1,5 +1,7 @@
-"""Output buffers: reused from call to call once nothing holds them, never while
-the caller (or anything else) still does."""
+"""Output buffers: a freed output's memory serves the next output of its size
+(the buffer pool); an input oneDNN may overwrite becomes the output when
+nothing else holds it (in-place ports). Never while the caller, or anything
+else, still holds the tensor."""
 
 from __future__ import annotations
 
@@ -32,9 +34,10 @@ def test_outputs_the_caller_holds_are_not_overwritten() -> None:
         assert len({out.data_ptr() for out in outs}) == len(outs)
 
 
-def test_intermediate_outputs_are_reused() -> None:
-    # Three groups; the two outputs passed between them are released by the
-    # next group within the call, so each later call writes into them again.
+def test_freed_outputs_are_reused() -> None:
+    # Three groups: the two outputs passed between them are freed within the
+    # call, and the result once the caller drops it, so every later output
+    # takes a freed buffer.
     model = Chain().eval()
     module, _, graph = runner.fused(model, [torch.randn(1, 4, 16, 16)])
     assert len(runner.fusion_groups(graph)) == 3
@@ -44,12 +47,10 @@ def test_intermediate_outputs_are_reused() -> None:
         before = torch_graphfuse.kernel_stats()["reused_outputs"]
         for _ in range(5):
             torch.testing.assert_close(module(x), model(x))
-    assert torch_graphfuse.kernel_stats()["reused_outputs"] - before == 2 * 5
+    assert torch_graphfuse.kernel_stats()["reused_outputs"] - before == 3 * 5
 
 
-def test_only_the_spec_in_use_keeps_recycled_buffers() -> None:
-    # Alternating shapes: each switch releases the other spec's buffers, so
-    # nothing is reused, and no cached spec pins a set of activations.
+def test_each_shape_reuses_buffers_of_its_size() -> None:
     model = Chain().eval()
     module, _, _ = runner.fused(model, [torch.randn(1, 4, 16, 16)])
     xs = [torch.randn(1, 4, 16, 16), torch.randn(2, 4, 12, 12)]
@@ -60,4 +61,99 @@ def test_only_the_spec_in_use_keeps_recycled_buffers() -> None:
         for _ in range(3):
             for x in xs:
                 torch.testing.assert_close(module(x), model(x))
-    assert torch_graphfuse.kernel_stats()["reused_outputs"] == before
+    assert torch_graphfuse.kernel_stats()["reused_outputs"] - before == 3 * 3 * len(xs)
+
+
+def test_idle_buffers_are_released_on_request() -> None:
+    model = Chain().eval()
+    module, _, _ = runner.fused(model, [torch.randn(1, 4, 16, 16)])
+    with torch.no_grad(), torch_graphfuse.fuser():
+        module(torch.randn(1, 4, 16, 16))
+    idle = torch_graphfuse.kernel_stats()["idle_buffer_bytes"]
+    assert idle >= 8 * 16 * 16 * 4  # at least conv1's freed output
+    assert torch_graphfuse.release_buffers() == idle
+    assert torch_graphfuse.kernel_stats()["idle_buffer_bytes"] == 0
+
+
+class Residual(nn.Module):
+    """layer_norm -> linear + residual: oneDNN may write the linear's result
+    over the residual input (a sum post-op)."""
+
+    def __init__(self, hidden: int = 32, keep_normed: bool = False) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(hidden)
+        self.dense = nn.Linear(hidden, hidden)
+        self.keep_normed = keep_normed
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        h = self.norm(x)
+        out = self.dense(torch.relu(h)) + h
+        return (out, h) if self.keep_normed else out
+
+
+class ResidualReadLater(Residual):
+    """The residual is read again after the group, by ops left with ATen."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x)
+        out = self.dense(torch.relu(h)) + h
+        return torch.erf(out) * h
+
+
+class ResidualViewed(Residual):
+    """A view of the residual outlives the group: the storage is shared."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.norm(x)
+        first = h[0]
+        return self.dense(torch.relu(h)) + h, first
+
+
+def _inplace_outputs(model: nn.Module, x: torch.Tensor, calls: int = 3) -> int:
+    module, _, graph = runner.fused(model, [x])
+    assert len(runner.fusion_groups(graph)) == 2, graph
+    before = torch_graphfuse.kernel_stats()["inplace_outputs"]
+    with torch.no_grad(), torch_graphfuse.fuser():
+        for _ in range(calls):
+            fused = module(x)
+            eager = model(x)
+            torch.testing.assert_close(fused, eager)
+    return torch_graphfuse.kernel_stats()["inplace_outputs"] - before
+
+
+def test_dead_residual_input_is_written_in_place() -> None:
+    assert _inplace_outputs(Residual().eval(), torch.randn(4, 8, 32)) == 3
+
+
+def test_residual_the_caller_gets_is_not_overwritten() -> None:
+    # h is also returned: it is held past the group, so a new buffer is used
+    # and the h the caller gets is the layer_norm's, unchanged.
+    assert _inplace_outputs(Residual(keep_normed=True).eval(), torch.randn(4, 8, 32)) == 0
+
+
+def test_caller_input_is_not_overwritten() -> None:
+    # The residual is the model's input: the caller holds it.
+    class InputResidual(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dense = nn.Linear(32, 32)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.dense(torch.relu(x)) + x
+
+    model = InputResidual().eval()
+    x = torch.randn(4, 32)
+    copy = x.clone()
+    module, _, _ = runner.fused(model, [x])
+    with torch.no_grad(), torch_graphfuse.fuser():
+        out = module(x)
+    torch.testing.assert_close(x, copy)
+    torch.testing.assert_close(out, model(x))
+
+
+def test_residual_read_by_a_later_op_is_not_overwritten() -> None:
+    assert _inplace_outputs(ResidualReadLater().eval(), torch.randn(4, 8, 32)) == 0
+
+
+def test_residual_with_a_live_view_is_not_overwritten() -> None:
+    assert _inplace_outputs(ResidualViewed().eval(), torch.randn(4, 8, 32)) == 0

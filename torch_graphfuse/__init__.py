@@ -19,7 +19,7 @@ from .pipeline import run_pipeline
 from .report import FusionReport, last_report
 
 __all__ = ["enable", "disable", "is_enabled", "fuser", "kernel_stats", "reset_kernel_stats",
-           "last_report", "FusionReport"]
+           "release_buffers", "last_report", "FusionReport"]
 
 
 def enable() -> None:
@@ -53,14 +53,23 @@ def fuser(enabled: bool = True) -> Iterator[None]:
 
 
 def kernel_stats() -> dict[str, int]:
-    """Counts of partition compiles, cache hits, fused runs, unfused fallbacks and reused
-    output buffers, and the microseconds spent compiling partitions (`compile_us`) and in
-    their first executions, where oneDNN prepares the constant weights (`first_run_us`)."""
+    """Counts of partition compiles, cache hits, fused runs and unfused fallbacks; outputs
+    written into a freed output's buffer (`reused_outputs`) or over a dead input oneDNN
+    may overwrite (`inplace_outputs`); the bytes of freed buffers kept for reuse
+    (`idle_buffer_bytes`); and the microseconds spent compiling partitions (`compile_us`)
+    and in their first executions, where oneDNN prepares the constant weights
+    (`first_run_us`)."""
     return _C._kernel_stats()
 
 
 def reset_kernel_stats() -> None:
     _C._reset_kernel_stats()
+
+
+def release_buffers() -> int:
+    """Return the freed output buffers kept for reuse to the system; the bytes released.
+    Their sizes' next outputs allocate (and page-fault) fresh memory again."""
+    return _C._release_buffers()
 
 
 _C._set_pipeline(run_pipeline)

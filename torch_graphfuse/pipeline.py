@@ -85,7 +85,7 @@ def _run_passes(graph: torch._C.Graph) -> None:
             lambda: groups.extend(fuse_block(graph, graph.block(), free_id, report)))
     report.groups = [rewrite.group_kinds(g) for g in groups]
     _logged("layout_propagation", graph, lambda: layout_propagation.run(groups))
-    _logged("type_guard", graph, lambda: type_guard.run(graph, groups))
+    _logged("type_guard", graph, lambda: type_guard.run(groups))
     _logged("prepare_partitions", graph, lambda: prepare_partitions.run(groups))
     torch._C._jit_pass_dce(graph)
     graph.lint()

@@ -1,18 +1,19 @@
-"""Type guard: a fusion group runs only on inputs of the kind it was built for.
+"""Type guard: a fusion group runs fused only on inputs of the kind it was built for.
 
-Each group becomes
+Each group gets the types its non-constant inputs must match:
 
-    %ok = graphfuse::Guard[types=...](%non_constant_inputs)
-    %outs = prim::If(%ok)
-      block0: graphfuse::FusionGroup(...)   # oneDNN
-      block1: <the group's subgraph, inlined> # ATen
+    graphfuse::FusionGroup[guarded=[0, 3], types=[Float(*, *, *), Float(*, *, *)], ...]
 
-The guard checks dtype, device and rank (and not requires_grad under grad
-mode). Sizes and strides are not guarded: the kernel compiles and caches a
-partition per concrete input spec, so a new batch size is a cache miss, not a
-fallback. A group whose mapping baked in profiled sizes (a reshape target, a
-pool kernel; `static_shapes`) also checks exact sizes. Frozen weights are
-constants and need no check.
+The kernel checks dtype, device and rank (and not requires_grad under grad
+mode) before it runs; when they differ it runs the group's subgraph unfused.
+The check lives in the kernel rather than in a `prim::If` around it: values
+the interpreter hands to a node in the outer block are moved at their last
+use, so the kernel sees which inputs nothing else holds and may write its
+outputs over (oneDNN's in-place ports). Sizes and strides are not guarded:
+the kernel compiles and caches a partition per concrete input spec, so a new
+batch size is a cache miss, not a fallback. A group whose mapping baked in
+profiled sizes (a reshape target, a pool kernel; `static_shapes`) also checks
+exact sizes. Frozen weights are constants and need no check.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import torch
 from .. import log
 
 NAME = log.module_name(__file__)
-GUARD = "graphfuse::Guard"
 
 
 def _guarded_type(value: torch._C.Value, exact_sizes: bool) -> torch._C.TensorType:
@@ -30,28 +30,15 @@ def _guarded_type(value: torch._C.Value, exact_sizes: bool) -> torch._C.TensorTy
     return t if exact_sizes else t.with_sizes([None] * t.dim())
 
 
-def guard(graph: torch._C.Graph, group: torch._C.Node) -> None:
-    checked = [v for v in group.inputs() if v.node().kind() != "prim::Constant"]
-    check = graph.create(GUARD, checked, 1)
-    check.insertBefore(group)
+def guard(group: torch._C.Node) -> None:
+    guarded = [i for i, v in enumerate(group.inputs()) if v.node().kind() != "prim::Constant"]
+    inputs = list(group.inputs())
     exact = bool(group.i("static_shapes"))
-    check.tys_("types", [_guarded_type(v, exact) for v in checked])
-    check.output().setType(torch._C.BoolType.get())
-
-    branch = graph.create("prim::If", [check.output()], group.outputsSize())
-    branch.insertAfter(check)
-    fused, unfused = branch.addBlock(), branch.addBlock()
-    for old, new in zip(group.outputs(), branch.outputs(), strict=True):
-        new.setType(old.type())
-        old.replaceAllUsesWith(new)
-    group.moveBefore(fused.returnNode())
-    for v in group.outputs():
-        fused.registerOutput(v)
-    with graph.insert_point_guard(unfused):
-        for v in graph.insertGraph(group.g("Subgraph"), list(group.inputs())):
-            unfused.registerOutput(v)
+    group.is_("guarded", guarded)
+    group.tys_("types", [_guarded_type(inputs[i], exact) for i in guarded])
 
 
-def run(graph: torch._C.Graph, groups: list[torch._C.Node]) -> None:
+def run(groups: list[torch._C.Node]) -> None:
     for group in groups:
-        guard(graph, group)
+        guard(group)
+    log.update(NAME, f"fusion groups guarded: {len(groups)}")

@@ -10,7 +10,6 @@ import torch
 
 import torch_graphfuse
 from torch_graphfuse.passes.rewrite import FUSION_GROUP, group_kinds
-from torch_graphfuse.passes.type_guard import GUARD
 
 PROFILING_RUNS = 2
 
@@ -34,20 +33,17 @@ def fused(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
     return module, out, graph
 
 
-def _nodes(block: torch._C.Block, skip_fallbacks: bool) -> list[torch._C.Node]:
+def _nodes(block: torch._C.Block) -> list[torch._C.Node]:
     nodes = []
     for node in block.nodes():
         nodes.append(node)
-        blocks = list(node.blocks())
-        if skip_fallbacks and node.kind() == "prim::If" and node.input().node().kind() == GUARD:
-            blocks = blocks[:1]  # the unfused branch only runs when a guard fails
-        for inner in blocks:
-            nodes += _nodes(inner, skip_fallbacks)
+        for inner in node.blocks():
+            nodes += _nodes(inner)
     return nodes
 
 
 def fusion_groups(graph: torch._C.Graph) -> list[torch._C.Node]:
-    return [n for n in _nodes(graph.block(), True) if n.kind() == FUSION_GROUP]
+    return [n for n in _nodes(graph.block()) if n.kind() == FUSION_GROUP]
 
 
 def fused_kinds(graph: torch._C.Graph) -> list[str]:
@@ -57,7 +53,7 @@ def fused_kinds(graph: torch._C.Graph) -> list[str]:
 
 def unfused_kinds(graph: torch._C.Graph) -> list[str]:
     """Aten kinds left outside fusion groups on the fused path."""
-    return [n.kind() for n in _nodes(graph.block(), True) if n.kind().startswith("aten::")]
+    return [n.kind() for n in _nodes(graph.block()) if n.kind().startswith("aten::")]
 
 
 def median_ms(fn: Callable[[], object], warmup: int = 3, iters: int = 20,
