@@ -31,8 +31,8 @@ def _guarded_type(value: torch._C.Value, exact_sizes: bool) -> torch._C.TensorTy
 
 
 def guard(group: torch._C.Node) -> None:
-    guarded = [i for i, v in enumerate(group.inputs()) if v.node().kind() != "prim::Constant"]
     inputs = list(group.inputs())
+    guarded = [i for i, v in enumerate(inputs) if v.node().kind() != "prim::Constant"]
     exact = bool(group.i("static_shapes"))
     group.is_("guarded", guarded)
     group.tys_("types", [_guarded_type(inputs[i], exact) for i in guarded])
