@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 import torch_graphfuse
+from torch_graphfuse.passes.graph_utils import all_nodes
 from torch_graphfuse.passes.rewrite import FUSION_GROUP, group_kinds
 
 PROFILING_RUNS = 2
@@ -33,17 +34,8 @@ def fused(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
     return module, out, graph
 
 
-def _nodes(block: torch._C.Block) -> list[torch._C.Node]:
-    nodes = []
-    for node in block.nodes():
-        nodes.append(node)
-        for inner in node.blocks():
-            nodes += _nodes(inner)
-    return nodes
-
-
 def fusion_groups(graph: torch._C.Graph) -> list[torch._C.Node]:
-    return [n for n in _nodes(graph.block()) if n.kind() == FUSION_GROUP]
+    return [n for n in all_nodes(graph.block()) if n.kind() == FUSION_GROUP]
 
 
 def fused_kinds(graph: torch._C.Graph) -> list[str]:
@@ -53,7 +45,7 @@ def fused_kinds(graph: torch._C.Graph) -> list[str]:
 
 def unfused_kinds(graph: torch._C.Graph) -> list[str]:
     """Aten kinds left outside fusion groups on the fused path."""
-    return [n.kind() for n in _nodes(graph.block()) if n.kind().startswith("aten::")]
+    return [n.kind() for n in all_nodes(graph.block()) if n.kind().startswith("aten::")]
 
 
 def median_ms(fn: Callable[[], object], warmup: int = 3, iters: int = 20,
