@@ -121,11 +121,12 @@ def test_mul_add_with_scalars_fuse() -> None:
 
 class Identities(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(x * 1 + 0) / 1 - 0
+        return torch.sigmoid(torch.tanh(x) * 1 / 1 - 0)
 
 
-def test_identity_binary_ops_are_removed() -> None:
-    graph = check(Identities(), [torch.randn(4, 16)], groups=0, left=["aten::tanh"])
+def test_identity_binary_ops_between_ops_are_removed() -> None:
+    graph = check(Identities(), [torch.randn(4, 16)], groups=0,
+                  left=["aten::tanh", "aten::sigmoid"])
     assert "aten::mul" not in str(graph)
 
 

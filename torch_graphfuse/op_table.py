@@ -203,8 +203,29 @@ def _binary(kind: str) -> Callable[[Lowering], None]:
             raise Unsupported("alpha != 1")
         if lo.node.kind() == "aten::div" and lo.n_inputs() > 2 and lo.const(2) is not None:
             raise Unsupported("div with a rounding mode")
+        if _channel_broadcast_hazard(lo, a, b, out):
+            lo.pin_shapes()
         lo.emit(kind, [a, b], [out], auto_broadcast="numpy")
     return lower
+
+
+def _channel_broadcast_hazard(lo: Lowering, a: int, b: int, out: int) -> bool:
+    """oneDNN v3.2 computes a wrong result for a (1, C, 1, ...) operand
+    broadcast over the batch of an (N > 1, C, 1, ...) result. An operand of
+    that shape could meet such a result at some batch or spatial size: the
+    group is pinned to its profiled sizes, and refused if they are the case."""
+    def risky(sizes: list[int]) -> bool:
+        return len(sizes) >= 3 and sizes[0] == 1 and all(d == 1 for d in sizes[2:])
+
+    operands = [lo.graph.tensors[t].sizes or [] for t in (a, b)]
+    if not any(risky(sizes) for sizes in operands):
+        return False
+    result = lo.graph.tensors[out].sizes or []
+    if result and result[0] > 1 and all(d == 1 for d in result[2:]) and any(
+            risky(sizes) and len(sizes) == len(result) and sizes[1] == result[1] > 1
+            for sizes in operands):
+        raise Unsupported("a (1, C, 1, ...) operand broadcast over the batch (oneDNN v3.2 bug)")
+    return True
 
 
 for _kind, (_backend, _attrs) in UNARY.items():
@@ -350,11 +371,19 @@ def clamp_max(lo: Lowering) -> None:
     _clamp(lo, None, lo.const(1))
 
 
+# softplus(x) and x differ by log1p(exp(-beta*x))/beta past the threshold:
+# below 2.1e-9 relative from beta*x = 20 on, under float rounding.
+_SOFTPLUS_EXACT_THRESHOLD = 20.0
+
+
 @lowering("aten::softplus")
 def softplus(lo: Lowering) -> None:
-    # torch returns x where beta*x > threshold; log1p(exp(beta*x))/beta equals
-    # x there to within float rounding, so the threshold needs no op.
-    lo.emit("SoftPlus", [lo.input(0)], [lo.output()], beta=float(lo.const(1)))
+    # (self, beta, threshold): torch returns x where beta*x > threshold, which
+    # oneDNN's SoftPlus has no attribute for; it computes the smooth curve.
+    beta, threshold = lo.const(1), lo.const(2)
+    if threshold < _SOFTPLUS_EXACT_THRESHOLD:
+        raise Unsupported(f"softplus threshold {threshold} (oneDNN has none)")
+    lo.emit("SoftPlus", [lo.input(0)], [lo.output()], beta=float(beta))
 
 
 @lowering("aten::pow")
@@ -544,4 +573,8 @@ def to(lo: Lowering) -> None:
         lo.const(i)
     if lo.graph.tensors[x].dtype == lo.graph.tensors[out].dtype:
         raise Unsupported("a cast to the same dtype (an alias of its input)")
+    if lo.graph.tensors[out].dtype == "f32" and lo.node.inputsAt(0).node().kind() in LOWERINGS:
+        # oneDNN fuses an upcast into its producer, which then writes f32
+        # without rounding to bf16 first as eager does.
+        raise Unsupported("an upcast of a result a fused op may produce (keeps its rounding)")
     lo.emit("TypeCast", [x], [out])

@@ -28,3 +28,33 @@ def constant_number(value: torch._C.Value) -> numbers.Number | None:
             return None
         v = v.item()
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+# Nodes without a schema that never write to a tensor.
+_PURE_PRIMS = frozenset({
+    "prim::Constant", "prim::ListConstruct", "prim::ListUnpack", "prim::TupleConstruct",
+    "prim::TupleUnpack", "prim::TupleIndex", "prim::GetAttr", "prim::NumToTensor",
+    "prim::device", "prim::dtype", "prim::If", "prim::Loop", "prim::RaiseException",
+    "prim::Uninitialized", "prim::unchecked_cast", "prim::BailOut", "prim::Print",
+    "graphfuse::FusionGroup",
+})
+
+
+def written_values(node: torch._C.Node) -> list[torch._C.Value] | None:
+    """The values a node (or a node in its blocks) may write in place, from the
+    alias annotations of its schema; None when it may write anything."""
+    written: list[torch._C.Value] = []
+    schema = node.schema()
+    if schema != "(no schema)":
+        arguments = torch._C.parse_schema(schema).arguments
+        written += [v for v, arg in zip(node.inputs(), arguments, strict=False)
+                    if arg.alias_info is not None and arg.alias_info.is_write]
+    elif node.kind() not in _PURE_PRIMS:
+        return None
+    for block in node.blocks():
+        for inner in block.nodes():
+            inner_written = written_values(inner)
+            if inner_written is None:
+                return None
+            written += inner_written
+    return written

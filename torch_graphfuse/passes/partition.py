@@ -6,7 +6,12 @@ of a block. A supported partition becomes a fusion group when
 - its ports are JIT values and it exposes every value used outside it, and
 - it is worth it: two or more nodes, or one node whose table entry says oneDNN
   beats ATen on it alone (conv, linear, matmul, ...). A lone eltwise or
-  batch_norm stays with ATen: a oneDNN call costs more than it saves there.
+  batch_norm stays with ATen: a oneDNN call costs more than it saves there,
+- no output is a view (reshape, permute, ...) of an input or of another
+  output: the group's outputs are new tensors, so eager's aliasing would be lost,
+- no binary op takes two results computed inside it (a diamond such as
+  `bn(conv(x)) + conv(x)`), except x * sigmoid(x): oneDNN v3.2 compiles such
+  partitions into kernels that allocate without bound.
 """
 
 from __future__ import annotations
@@ -66,6 +71,43 @@ def _computed_arguments(nodes: list[torch._C.Node], in_ids: list[int]) -> bool:
                for n in nodes for v in n.inputs())
 
 
+# Ops whose eager result may be a view of their input.
+VIEW_KINDS = frozenset({
+    "aten::reshape", "aten::view", "aten::flatten", "aten::squeeze", "aten::unsqueeze",
+    "aten::permute", "aten::transpose", "aten::t", "aten::contiguous",
+})
+_BINARY_OPS = frozenset({"Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum"})
+
+
+def _aliased_output(nodes: list[torch._C.Node], out_ids: list[int]) -> bool:
+    """Whether an output is, in eager, a view of an input or of another output."""
+    inside = set(nodes)
+    outputs = set(out_ids)
+    for out in out_ids:
+        value = next(v for n in nodes for v in n.outputs() if v.unique() == out)
+        while value.node() in inside and value.node().kind() in VIEW_KINDS:
+            value = value.node().inputsAt(0)
+            if value.node() not in inside or value.unique() in outputs:
+                return True
+    return False
+
+
+def _internal_diamond(ops: list[BackendOp]) -> bool:
+    """Whether a binary op takes two tensors computed inside the partition,
+    other than x * sigmoid(x)."""
+    producer = {t: op for op in ops for t in op.outputs}
+    for op in ops:
+        if op.kind not in _BINARY_OPS or not all(t in producer for t in op.inputs):
+            continue
+        a, b = op.inputs
+        swish = op.kind == "Multiply" and any(
+            producer[g].kind == "Sigmoid" and producer[g].inputs == [x]
+            for x, g in ((a, b), (b, a)))
+        if not swish:
+            return True
+    return False
+
+
 def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition]:
     def _reject(nodes: list[torch._C.Node], why: str) -> None:
         report.rejected.append((describe(nodes), why))
@@ -101,6 +143,12 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
             continue
         if not _used_outside(nodes, block_nodes) <= set(out_ids):
             _reject(nodes, "a value used outside is not a partition output")
+            continue
+        if _aliased_output(nodes, out_ids):
+            _reject(nodes, "an output is a view of an input or of another output")
+            continue
+        if _internal_diamond(ops):
+            _reject(nodes, "a binary op of two results computed inside it")
             continue
         entries = [LOWERINGS[op.node.kind()] for op in ops if op.node is not None]
         if len({op.node for op in ops}) == 1 and not entries[0].worth_alone:

@@ -1,6 +1,9 @@
 """Binary preparation: make add/sub/mul/div mappable one to one.
 
-- `x * 1`, `x / 1`, `x + 0`, `x - 0` are removed when the result has x's type.
+- `x * 1`, `x / 1`, `x - 0` are removed when the result has x's type and the
+  removal cannot be seen: x is not (an alias of) a graph input, the result not
+  (an alias of) a graph output, and nothing writes to either in place. (`x + 0`
+  stays: it turns -0.0 into +0.0.)
 - `add(x, y, alpha)` / `sub(x, y, alpha)` with alpha != 1 become
   `add(x, mul(y, alpha))`.
 - A Python-number operand becomes a constant 0-dim tensor of the result's
@@ -23,7 +26,7 @@ from ..backend_desc import BACKEND_DTYPES
 from .graph_utils import all_nodes, constant_number
 
 BINARY_KINDS = ("aten::add", "aten::sub", "aten::mul", "aten::div")
-_IDENTITY = {"aten::add": 0, "aten::sub": 0, "aten::mul": 1, "aten::div": 1}
+_IDENTITY = {"aten::sub": 0, "aten::mul": 1, "aten::div": 1}
 
 
 def _result_dtype(node: torch._C.Node) -> torch.dtype | None:
@@ -41,7 +44,8 @@ def _alpha(node: torch._C.Node) -> numbers.Number | None:
 
 def _is_identity(node: torch._C.Node) -> bool:
     other = constant_number(node.inputsAt(1))
-    if other is None or other != _IDENTITY[node.kind()] or _alpha(node) != 1:
+    if (node.kind() not in _IDENTITY or other is None or other != _IDENTITY[node.kind()]
+            or _alpha(node) != 1):
         return False
     rounding = node.inputsAt(2) if node.inputsSize() > 2 else None
     if node.kind() == "aten::div" and rounding is not None and not rounding.node().mustBeNone():
@@ -78,8 +82,18 @@ def _cast_operands(graph: torch._C.Graph, node: torch._C.Node, dtype: torch.dtyp
         node.replaceInput(i, cast.output())
 
 
-def _prepare(graph: torch._C.Graph, node: torch._C.Node) -> None:
-    if _is_identity(node):
+def _unobservable(alias_db: torch._C.AliasDb, graph: torch._C.Graph,
+                  node: torch._C.Node) -> bool:
+    """Whether making the result the input itself changes nothing a caller or
+    an in-place op could see."""
+    x, out = node.inputsAt(0), node.output()
+    return not (alias_db.has_writers(x) or alias_db.has_writers(out)
+                or any(alias_db.may_contain_alias(x, v) for v in graph.inputs())
+                or any(alias_db.may_contain_alias(out, v) for v in graph.outputs()))
+
+
+def _prepare(graph: torch._C.Graph, node: torch._C.Node, alias_db: torch._C.AliasDb) -> None:
+    if _is_identity(node) and _unobservable(alias_db, graph, node):
         node.output().replaceAllUsesWith(node.inputsAt(0))
         node.destroy()
         return
@@ -107,6 +121,9 @@ def _prepare(graph: torch._C.Graph, node: torch._C.Node) -> None:
 
 
 def run(graph: torch._C.Graph) -> None:
+    # Built once: the pass removes nodes and adds constants, which leaves the
+    # answers about the values it asks for unchanged.
+    alias_db = graph.alias_db()
     for node in all_nodes(graph.block()):
         if node.kind() in BINARY_KINDS and node.outputsSize() == 1:
-            _prepare(graph, node)
+            _prepare(graph, node, alias_db)

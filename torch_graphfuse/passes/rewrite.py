@@ -4,7 +4,10 @@ The group node holds the partition's nodes as its `Subgraph` (what the
 fallback runs) and the backend description as `desc` (what the kernel
 compiles). It takes the place of the partition's last node; nodes in between
 that read partition results move after it. A partition that a node in between
-both reads from and feeds is not convex and stays unfused.
+both reads from and feeds is not convex and stays unfused, and so is one that
+an in-place op in between would see reordered: a node in the span that writes
+memory another node of the span reads (as alias analysis tells) keeps its
+place relative to them only if nothing moves, so the partition stays unfused.
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ import torch
 
 from .. import log
 from ..report import FusionReport
+from .graph_utils import written_values
 from .partition import Partition, describe
 
 NAME = log.module_name(__file__)
 FUSION_GROUP = "graphfuse::FusionGroup"
 # Nodes that must keep their place relative to others.
 _ORDERED = ("prim::Print", "prim::RaiseException", "prim::SetAttr", "aten::warn")
+_NOT_CONVEX = "not convex in the JIT graph"
 
 
 def _subgraph(part: Partition, inputs: list[torch._C.Value]) -> torch._C.Graph:
@@ -46,19 +51,25 @@ def group_kinds(group: torch._C.Node) -> list[str]:
     return sorted(n.kind() for n in group.g("Subgraph").nodes() if n.kind() != "prim::Constant")
 
 
-def _reads(node: torch._C.Node) -> set[int]:
-    """Ids of the values a node reads, its sub-blocks included."""
-    reads = {v.unique() for v in node.inputs()}
+def _read_values(node: torch._C.Node) -> list[torch._C.Value]:
+    """The values a node reads, its sub-blocks included."""
+    reads = list(node.inputs())
     for block in node.blocks():
         for inner in block.nodes():
-            reads |= _reads(inner)
-        reads |= {v.unique() for v in block.returnNode().inputs()}
+            reads += _read_values(inner)
+        reads += list(block.returnNode().inputs())
     return reads
 
 
-def _nodes_to_move(part: Partition, block_nodes: list[torch._C.Node]) -> list[torch._C.Node] | None:
+def _reads(node: torch._C.Node) -> set[int]:
+    """Ids of the values a node reads, its sub-blocks included."""
+    return {v.unique() for v in _read_values(node)}
+
+
+def _nodes_to_move(graph: torch._C.Graph, part: Partition,
+                   block_nodes: list[torch._C.Node]) -> list[torch._C.Node] | str:
     """Nodes between the partition's first and last that read its results
-    (they move after the group), or None if the partition is not convex."""
+    (they move after the group), or why the group cannot take its last node's place."""
     inside = set(part.nodes)
     start, end = block_nodes.index(part.nodes[0]), block_nodes.index(part.nodes[-1])
     tainted = {v.unique() for n in part.nodes for v in n.outputs()}
@@ -68,16 +79,41 @@ def _nodes_to_move(part: Partition, block_nodes: list[torch._C.Node]) -> list[to
         reads = _reads(node)
         if node in inside:
             if reads & moved_outputs:
-                return None
+                return _NOT_CONVEX
             continue
         if reads & tainted:
             if node.kind() in _ORDERED:
-                return None
+                return _NOT_CONVEX
             to_move.append(node)
             outs = {v.unique() for v in node.outputs()}
             tainted |= outs
             moved_outputs |= outs
+    if _writes_seen_by_span(graph, block_nodes[start:end + 1], inside):
+        return "an in-place op between its nodes writes what they read"
     return to_move
+
+
+def _writes_seen_by_span(graph: torch._C.Graph, span: list[torch._C.Node],
+                         inside: set[torch._C.Node]) -> bool:
+    """True when a node of the span outside the partition writes memory that
+    another node of the span may read: the rewrite would reorder the two."""
+    writers = {}
+    for node in span:
+        if node not in inside:
+            written = written_values(node)
+            if written is None or written:
+                writers[node] = written
+    if not writers:
+        return False
+    if any(w is None for w in writers.values()):
+        return True
+    alias_db = graph.alias_db()
+    for writer, written in writers.items():
+        for node in span:
+            if node is not writer and any(alias_db.may_contain_alias(r, w)
+                                          for r in _read_values(node) for w in written):
+                return True
+    return False
 
 
 def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Partition],
@@ -89,11 +125,11 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
     for part in partitions:
         inputs = [replaced.get(i, v) for i, v in zip(part.input_ids, part.inputs, strict=True)]
         block_nodes = list(block.nodes())
-        to_move = _nodes_to_move(part, block_nodes)
-        if to_move is None:
+        to_move = _nodes_to_move(graph, part, block_nodes)
+        if isinstance(to_move, str):
             region = describe(part.nodes)
-            report.rejected.append((region, "not convex in the JIT graph"))
-            log.debug(NAME, f"partition [{region}] left unfused: not convex in the JIT graph")
+            report.rejected.append((region, to_move))
+            log.debug(NAME, f"partition [{region}] left unfused: {to_move}")
             continue
         last = part.nodes[-1]
         anchor = last
