@@ -219,6 +219,10 @@ dnnl::engine& cpu_engine() {
     // Frozen weights are bound as constant logical tensors: let oneDNN keep
     // their reordered copies across executions.
     dg::set_constant_tensor_cache(1);
+    // Each kernel caches its own compiled partitions within a budget; oneDNN's
+    // cache of them would keep every evicted one alive, with its reordered
+    // weights (oneDNN frees those with the compiled partition).
+    dg::set_compiled_partition_cache_capacity(0);
     return dnnl::engine(dnnl::engine::kind::cpu, 0);
   }();
   return engine;

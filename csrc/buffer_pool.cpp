@@ -2,25 +2,53 @@
 
 #include <c10/core/impl/alloc_cpu.h>
 
+#include <malloc.h>
+
+#include <cstdlib>
+#include <deque>
+#include <map>
 #include <mutex>
-#include <unordered_map>
-#include <vector>
+#include <string>
 
 namespace graphfuse {
+
 namespace {
 
-// Each block starts with a header holding its payload size, so the deleter
-// (a plain function of the block) knows which free list it goes back to. The
+size_t env_size(const char* name, size_t fallback) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  auto value = std::strtoull(text, &end, 10);
+  return *end == '\0' ? static_cast<size_t>(value) : fallback;
+}
+
+// Each block starts with a header holding its size class, so the deleter (a
+// plain function of the block) knows which free list it goes back to. The
 // header is one cache line: the payload keeps c10's 64-byte alignment.
 constexpr size_t kHeader = 64;
+
+// Size classes: multiples of 64 bytes up to 4 KiB, then eight per power of
+// two (at most 12.5% rounding), so outputs whose sizes vary a little share
+// buffers instead of each size keeping its own.
+size_t size_class(size_t n) {
+  if (n <= 4096) return (n + 63) / 64 * 64;
+  size_t top = size_t{1} << (63 - __builtin_clzll(n));  // highest power of two <= n
+  size_t step = top / 8;
+  return (n + step - 1) / step * step;
+}
+
+// An idle buffer not taken again within this many pool allocations is
+// given back to the system: sizes a model stopped producing do not stay.
+constexpr size_t kAgeLimit = 4096;
 
 class BufferPool final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t n) override {
-    void* block = take(n);
+    size_t cls = size_class(n);
+    void* block = take(cls);
     if (!block) {
-      block = c10::alloc_cpu(n + kHeader);
-      *static_cast<size_t*>(block) = n;
+      block = c10::alloc_cpu(cls + kHeader);
+      *static_cast<size_t*>(block) = cls;
     }
     return {static_cast<char*>(block) + kHeader, block, &give_back, c10::Device(c10::kCPU)};
   }
@@ -33,43 +61,75 @@ class BufferPool final : public c10::Allocator {
 
   PoolStats stats() {
     std::lock_guard<std::mutex> lock(mu_);
-    return {reused_, idle_};
+    return {reused_, idle_, aged_out_};
   }
 
   void reset_reuse_count() {
     std::lock_guard<std::mutex> lock(mu_);
     reused_ = 0;
+    aged_out_ = 0;
   }
 
   size_t release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [size, blocks] : free_)
-      for (void* block : blocks) c10::free_cpu(block);
-    free_.clear();
-    auto released = idle_;
-    idle_ = 0;
+    size_t released = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [cls, blocks] : free_)
+        for (const auto& idle : blocks) c10::free_cpu(idle.block);
+      free_.clear();
+      released = idle_;
+      idle_ = 0;
+    }
+    // glibc keeps freed heap pages mapped; hand them back so RSS drops.
+    malloc_trim(0);
     return released;
   }
 
  private:
-  void* take(size_t n) {
+  struct Idle {
+    void* block;
+    size_t since;  // clock_ when it was freed
+  };
+
+  void* take(size_t cls) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = free_.find(n);
+    ++clock_;
+    if (clock_ % kAgeLimit == 0) age_out();
+    auto it = free_.find(cls);
     if (it == free_.end() || it->second.empty()) return nullptr;
-    void* block = it->second.back();
+    // The most recently freed buffer: its pages are the likeliest in cache.
+    void* block = it->second.back().block;
     it->second.pop_back();
-    idle_ -= n;
+    if (it->second.empty()) free_.erase(it);
+    idle_ -= cls;
     ++reused_;
     return block;
   }
 
+  // Frees the buffers idle since before the previous sweep (under mu_).
+  void age_out() {
+    bool freed = false;
+    for (auto it = free_.begin(); it != free_.end();) {
+      auto& blocks = it->second;
+      while (!blocks.empty() && clock_ - blocks.front().since >= kAgeLimit) {
+        c10::free_cpu(blocks.front().block);
+        blocks.pop_front();
+        idle_ -= it->first;
+        ++aged_out_;
+        freed = true;
+      }
+      it = blocks.empty() ? free_.erase(it) : std::next(it);
+    }
+    if (freed) malloc_trim(0);
+  }
+
   void put(void* block) {
-    auto n = *static_cast<size_t*>(block);
+    auto cls = *static_cast<size_t*>(block);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (idle_ + n <= kPoolIdleCapBytes) {
-        free_[n].push_back(block);
-        idle_ += n;
+      if (idle_ + cls <= memory_budget().pool_idle_bytes) {
+        free_[cls].push_back({block, clock_});
+        idle_ += cls;
         return;
       }
     }
@@ -79,9 +139,11 @@ class BufferPool final : public c10::Allocator {
   static void give_back(void* block);
 
   std::mutex mu_;
-  std::unordered_map<size_t, std::vector<void*>> free_;  // by payload size
+  std::map<size_t, std::deque<Idle>> free_;  // by size class, oldest first
   size_t idle_ = 0;
   size_t reused_ = 0;
+  size_t aged_out_ = 0;
+  size_t clock_ = 0;  // pool allocations so far
 };
 
 // Never destroyed: outputs freed during interpreter shutdown still return here.
@@ -93,6 +155,15 @@ BufferPool& pool() {
 void BufferPool::give_back(void* block) { pool().put(block); }
 
 }  // namespace
+
+const MemoryBudget& memory_budget() {
+  static const MemoryBudget budget{
+      env_size("TORCH_GRAPHFUSE_SPECS_PER_GROUP", 16),
+      env_size("TORCH_GRAPHFUSE_WEIGHT_CACHE_MB", 1024) << 20,
+      env_size("TORCH_GRAPHFUSE_POOL_MB", 256) << 20,
+  };
+  return budget;
+}
 
 c10::Allocator* buffer_pool() { return &pool(); }
 

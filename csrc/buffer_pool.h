@@ -1,12 +1,16 @@
-// Memory for fusion-group outputs. A freed output goes back to a free list
-// keyed by its byte size, and the next output of that size (any group's)
-// takes it: no allocation, and no page faults on fresh pages, on the steady
-// path. Only c10 headers here, so this translation unit builds quickly.
+// Memory for fusion-group outputs. A freed output goes back to a free list of
+// its size class, and the next output of that class (any group's) takes it:
+// no allocation, and no page faults on fresh pages, on the steady path. The
+// idle memory is bounded (memory_budget.h), and a size class unused for a
+// while is given back to the system. Only c10 headers here, so this
+// translation unit builds quickly.
 #pragma once
 
 #include <c10/core/Allocator.h>
 
 #include <cstddef>
+
+#include "memory_budget.h"
 
 namespace graphfuse {
 
@@ -14,13 +18,10 @@ namespace graphfuse {
 // process: tensors handed to the caller may outlive everything else.
 c10::Allocator* buffer_pool();
 
-// Free buffers kept for reuse are capped at this many bytes; a buffer freed
-// beyond the cap goes back to the system.
-constexpr size_t kPoolIdleCapBytes = size_t{1} << 30;
-
 struct PoolStats {
   size_t reused = 0;      // allocations served from a free list
   size_t idle_bytes = 0;  // held in free lists now
+  size_t aged_out = 0;    // idle buffers freed for not being reused in time
 };
 PoolStats pool_stats();
 void reset_pool_reuse_count();

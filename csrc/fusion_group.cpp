@@ -5,7 +5,9 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/EmptyTensor.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/MemoryFormat.h>
 #include <c10/util/hash.h>
+#include <c10/util/strides.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/jit_log.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
@@ -30,12 +32,11 @@ const auto kTypes = c10::Symbol::attr("types");
 const auto kGuarded = c10::Symbol::attr("guarded");
 const auto kAnyLayout = c10::Symbol::attr("any_layout");
 const auto kPrepared = c10::Symbol::attr("prepared");
-// Compiled partitions kept per fusion group; a model seeing more distinct
-// input specs than this recompiles the least recently used ones.
-constexpr size_t kCacheCapacity = 64;
-
 std::atomic<size_t> g_compiles{0}, g_hits{0}, g_fallbacks{0}, g_fused{0}, g_inplace{0},
-    g_compile_us{0}, g_first_run_us{0};
+    g_compile_us{0}, g_first_run_us{0}, g_evictions{0};
+// Bytes of constant weights bound by the cached compiled partitions of all
+// groups: oneDNN keeps a reordered copy of them per compiled partition.
+std::atomic<size_t> g_weight_bytes{0};
 
 size_t us_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
@@ -50,7 +51,13 @@ struct SpecHash {
 };
 
 struct Entry {
+  Entry() = default;
+  Entry(const Entry&) = delete;
+  Entry& operator=(const Entry&) = delete;
+  ~Entry() { g_weight_bytes -= weight_bytes; }
+
   std::optional<Compiled> compiled;  // empty: this spec runs unfused
+  size_t weight_bytes = 0;           // constant inputs bound, counted in g_weight_bytes
   std::mutex mu;                     // guards the members below
   std::vector<dg::tensor> inputs, outputs;
   // Per output, the input oneDNN may overwrite with it (-1: none): that
@@ -110,9 +117,14 @@ class Kernel {
       return run_fallback(stack);
     }
     std::vector<at::Tensor> inputs;
+    std::vector<Dims> strides;
     inputs.reserve(n);
-    for (auto& iv : torch::jit::last(stack, n)) inputs.push_back(bindable(iv.toTensor()));
-    auto entry = lookup(inputs);
+    strides.reserve(n);
+    for (auto& iv : torch::jit::last(stack, n)) {
+      inputs.push_back(bindable(iv.toTensor()));
+      strides.push_back(canonical_strides(inputs.back()));
+    }
+    auto entry = lookup(inputs, strides);
     if (!entry->compiled) {
       ++g_fallbacks;
       return run_fallback(stack);
@@ -123,26 +135,48 @@ class Kernel {
   }
 
  private:
-  // oneDNN takes any strides except overlapping or broadcast (zero) ones;
-  // a 0-dim tensor (a scalar operand) is bound as shape [1].
+  // Inputs are bound in the two layouts oneDNN v3.2 computes right with
+  // every op: row-major, and channels-last for 4-d/5-d tensors. It returns
+  // garbage for some others (column-major operands of a broadcasting binary
+  // op), so any other layout is copied to row-major first. A 0-dim tensor (a
+  // scalar operand) is bound as shape [1].
   static at::Tensor bindable(const at::Tensor& t) {
     if (t.dim() == 0) return t.reshape({1});
-    return t.is_non_overlapping_and_dense() ? t : t.contiguous();
+    if (t.is_contiguous() || channels_last(t)) return t;
+    return t.contiguous();
   }
 
-  static SpecKey spec_of(const std::vector<at::Tensor>& inputs) {
+  static bool channels_last(const at::Tensor& t) {
+    return (t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast)) ||
+           (t.dim() == 5 && t.is_contiguous(at::MemoryFormat::ChannelsLast3d));
+  }
+
+  // The strides oneDNN is given: the canonical ones of the tensor's layout,
+  // whatever torch left in the strides of its size-1 dims.
+  static Dims canonical_strides(const at::Tensor& t) {
+    if (t.is_contiguous()) {
+      auto s = c10::contiguous_strides(t.sizes());
+      return Dims(s.begin(), s.end());
+    }
+    return t.dim() == 4 ? c10::get_channels_last_strides_2d(t.sizes())
+                        : c10::get_channels_last_strides_3d(t.sizes());
+  }
+
+  static SpecKey spec_of(const std::vector<at::Tensor>& inputs, const std::vector<Dims>& strides) {
     SpecKey key;
-    for (const auto& t : inputs) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto& t = inputs[i];
       key.push_back(static_cast<int64_t>(t.scalar_type()));
       key.push_back(t.dim());
       key.insert(key.end(), t.sizes().begin(), t.sizes().end());
-      key.insert(key.end(), t.strides().begin(), t.strides().end());
+      key.insert(key.end(), strides[i].begin(), strides[i].end());
     }
     return key;
   }
 
-  std::shared_ptr<Entry> lookup(const std::vector<at::Tensor>& inputs) {
-    auto key = spec_of(inputs);
+  std::shared_ptr<Entry> lookup(const std::vector<at::Tensor>& inputs,
+                                const std::vector<Dims>& strides) {
+    auto key = spec_of(inputs, strides);
     std::lock_guard<std::mutex> lock(mu_);
     if (last_ && last_key_ == key) {
       ++g_hits;
@@ -153,21 +187,27 @@ class Kernel {
       lru_.splice(lru_.begin(), lru_, it->second.second);
       ++g_hits;
     } else {
-      if (cache_.size() >= kCacheCapacity) {
-        cache_.erase(lru_.back());
-        lru_.pop_back();
-      }
       lru_.push_front(key);
       auto entry = std::make_shared<Entry>();
-      compile(*entry, inputs);
+      compile(*entry, inputs, strides);
       it = cache_.emplace(key, std::make_pair(std::move(entry), lru_.begin())).first;
+      // The newest spec always stays; older ones go, least recently used
+      // first, past the per-group count or the weight budget of all groups.
+      const auto& budget = memory_budget();
+      while (cache_.size() > 1 && (cache_.size() > budget.specs_per_group ||
+                                   g_weight_bytes.load() > budget.weight_cache_bytes)) {
+        cache_.erase(lru_.back());
+        lru_.pop_back();
+        ++g_evictions;
+      }
     }
     last_ = it->second.first;
     last_key_ = std::move(key);
     return last_;
   }
 
-  void compile(Entry& entry, const std::vector<at::Tensor>& inputs) {
+  void compile(Entry& entry, const std::vector<at::Tensor>& inputs,
+               const std::vector<Dims>& strides) {
     auto start = std::chrono::steady_clock::now();
     std::vector<LogicalTensor> in_lts;
     std::string why;
@@ -184,7 +224,7 @@ class Kernel {
       }
       auto property = d.constant ? LogicalTensor::property_type::constant
                                  : LogicalTensor::property_type::variable;
-      in_lts.emplace_back(d.id, *dtype, t.sizes().vec(), t.strides().vec(), property);
+      in_lts.emplace_back(d.id, *dtype, t.sizes().vec(), strides[i], property);
       profiled = profiled && t.sizes().vec() == d.dims;
     }
     std::optional<Compiled> compiled;
@@ -216,6 +256,9 @@ class Kernel {
       return;
     }
     GRAPH_DEBUG(name_, ": compiled a partition of ", desc_.ops.size(), " ops in ", us, " us");
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (desc_.tensors.at(desc_.inputs[i]).constant) entry.weight_bytes += inputs[i].nbytes();
+    g_weight_bytes += entry.weight_bytes;
     for (const auto& lt : compiled->inputs) entry.inputs.emplace_back(lt, cpu_engine(), nullptr);
     for (const auto& lt : compiled->outputs) entry.outputs.emplace_back(lt, cpu_engine(), nullptr);
     entry.inplace_input = inplace_inputs(*compiled);
@@ -391,7 +434,7 @@ KernelStats kernel_stats() {
   auto pool = pool_stats();
   return {g_compiles.load(),   g_hits.load(),     g_fallbacks.load(),    g_fused.load(),
           pool.reused,         g_inplace.load(),  pool.idle_bytes,       g_compile_us.load(),
-          g_first_run_us.load()};
+          g_first_run_us.load(), g_evictions.load(), g_weight_bytes.load(), pool.aged_out};
 }
 
 void reset_kernel_stats() {
@@ -403,6 +446,7 @@ void reset_kernel_stats() {
   reset_pool_reuse_count();
   g_compile_us = 0;
   g_first_run_us = 0;
+  g_evictions = 0;
 }
 
 }  // namespace graphfuse

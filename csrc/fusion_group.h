@@ -25,6 +25,9 @@ struct KernelStats {
   size_t compile_us = 0;      // spent compiling partitions
   size_t first_run_us = 0;    // spent in each compiled partition's first execution, where
                               // oneDNN reorders (and caches) the constant weights
+  size_t evictions = 0;       // compiled specs dropped to stay within the budget
+  size_t cached_weight_bytes = 0;  // constant weights bound by the cached compiled specs
+  size_t aged_out_buffers = 0;     // idle pooled buffers freed for not being reused
 };
 KernelStats kernel_stats();
 void reset_kernel_stats();

@@ -100,6 +100,17 @@ PYBIND11_MODULE(_C, m) {
     d["idle_buffer_bytes"] = s.idle_buffer_bytes;
     d["compile_us"] = s.compile_us;
     d["first_run_us"] = s.first_run_us;
+    d["evictions"] = s.evictions;
+    d["cached_weight_bytes"] = s.cached_weight_bytes;
+    d["aged_out_buffers"] = s.aged_out_buffers;
+    return d;
+  });
+  m.def("_memory_budget", [] {
+    const auto& b = memory_budget();
+    py::dict d;
+    d["specs_per_group"] = b.specs_per_group;
+    d["weight_cache_bytes"] = b.weight_cache_bytes;
+    d["pool_idle_bytes"] = b.pool_idle_bytes;
     return d;
   });
   m.def("_reset_kernel_stats", &reset_kernel_stats);
