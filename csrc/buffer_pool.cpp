@@ -94,7 +94,7 @@ class BufferPool final : public c10::Allocator {
   void* take(size_t cls) {
     std::lock_guard<std::mutex> lock(mu_);
     ++clock_;
-    if (clock_ % kAgeLimit == 0) age_out();
+    if (clock_ % (kAgeLimit / 4) == 0) age_out();
     auto it = free_.find(cls);
     if (it == free_.end() || it->second.empty()) return nullptr;
     // The most recently freed buffer: its pages are the likeliest in cache.
@@ -106,7 +106,7 @@ class BufferPool final : public c10::Allocator {
     return block;
   }
 
-  // Frees the buffers idle since before the previous sweep (under mu_).
+  // Frees the buffers idle for kAgeLimit allocations or more (under mu_).
   void age_out() {
     bool freed = false;
     for (auto it = free_.begin(); it != free_.end();) {

@@ -19,7 +19,7 @@ from .pipeline import run_pipeline
 from .report import FusionReport, last_report
 
 __all__ = ["enable", "disable", "is_enabled", "fuser", "kernel_stats", "reset_kernel_stats",
-           "release_buffers", "last_report", "FusionReport"]
+           "release_buffers", "memory_budget", "last_report", "FusionReport"]
 
 
 def enable() -> None:
@@ -56,9 +56,12 @@ def kernel_stats() -> dict[str, int]:
     """Counts of partition compiles, cache hits, fused runs and unfused fallbacks; outputs
     written into a freed output's buffer (`reused_outputs`) or over a dead input oneDNN
     may overwrite (`inplace_outputs`); the bytes of freed buffers kept for reuse
-    (`idle_buffer_bytes`); and the microseconds spent compiling partitions (`compile_us`)
+    (`idle_buffer_bytes`); the microseconds spent compiling partitions (`compile_us`)
     and in their first executions, where oneDNN prepares the constant weights
-    (`first_run_us`)."""
+    (`first_run_us`); compiled specs dropped to stay within the memory budget
+    (`evictions`), the constant weight bytes the cached specs bind
+    (`cached_weight_bytes`), and idle buffers freed for not being reused
+    (`aged_out_buffers`)."""
     return _C._kernel_stats()
 
 
@@ -70,6 +73,15 @@ def release_buffers() -> int:
     """Return the freed output buffers kept for reuse to the system; the bytes released.
     Their sizes' next outputs allocate (and page-fault) fresh memory again."""
     return _C._release_buffers()
+
+
+def memory_budget() -> dict[str, int]:
+    """What torch_graphfuse may keep cached (README: "Memory"), as set by the
+    environment when the process started: compiled input specs per fusion group
+    (TORCH_GRAPHFUSE_SPECS_PER_GROUP), bytes of constant weights bound by cached
+    specs beyond each group's newest (TORCH_GRAPHFUSE_WEIGHT_CACHE_MB), and bytes of
+    idle output buffers kept for reuse (TORCH_GRAPHFUSE_POOL_MB)."""
+    return _C._memory_budget()
 
 
 _C._set_pipeline(run_pipeline)

@@ -144,6 +144,20 @@ class Entry:
 
 LOWERINGS: dict[str, Entry] = {}
 
+# Ops deliberately left with ATen: oneDNN v3.2 computes them differently from
+# eager in some case (the reason the fusion report gives).
+NOT_MAPPED: dict[str, str] = {
+    **dict.fromkeys(
+        ["aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::hardtanh", "aten::relu6",
+         "aten::hardsigmoid"],
+        "oneDNN v3.2's clamp returns a bound for NaN"),
+    "aten::exp": "oneDNN v3.2's exp returns +inf for NaN",
+    **dict.fromkeys(
+        ["aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"],
+        "oneDNN v3.2's softmax loses the NaN of a row holding NaN or +inf"),
+    "aten::max_pool2d": "oneDNN v3.2's max pooling skips NaN and gives -FLT_MAX for -inf",
+}
+
 
 def lowering(*kinds: str, worth_alone: bool = False, static_shapes: bool = False,
              list_input: int | None = None) -> Callable:
@@ -158,10 +172,8 @@ def lowering(*kinds: str, worth_alone: bool = False, static_shapes: bool = False
 # One-to-one ops: aten kind -> backend kind (plus fixed attributes).
 
 UNARY: dict[str, tuple[str, dict[str, Any]]] = {
-    "aten::relu": ("ReLU", {}),
     "aten::sigmoid": ("Sigmoid", {}),
     "aten::tanh": ("Tanh", {}),
-    "aten::exp": ("Exp", {}),
     "aten::log": ("Log", {}),
     "aten::sqrt": ("Sqrt", {}),
     "aten::abs": ("Abs", {}),
@@ -170,8 +182,6 @@ UNARY: dict[str, tuple[str, dict[str, Any]]] = {
     "aten::mish": ("Mish", {}),
     "aten::reciprocal": ("Reciprocal", {}),
     "aten::round": ("Round", {}),
-    "aten::relu6": ("Clamp", {"min": 0.0, "max": 6.0}),
-    "aten::hardsigmoid": ("HardSigmoid", {"alpha": 1.0 / 6.0, "beta": 0.5}),
 }
 
 BINARY: dict[str, str] = {
@@ -215,12 +225,15 @@ def _channel_broadcast_hazard(lo: Lowering, a: int, b: int, out: int) -> bool:
     that shape could meet such a result at some batch or spatial size: the
     group is pinned to its profiled sizes, and refused if they are the case."""
     def risky(sizes: list[int]) -> bool:
-        return len(sizes) >= 3 and sizes[0] == 1 and all(d == 1 for d in sizes[2:])
+        return (len(sizes) >= 3 and sizes[0] == 1 and sizes[1] > 1
+                and all(d == 1 for d in sizes[2:]))
 
-    operands = [lo.graph.tensors[t].sizes or [] for t in (a, b)]
+    result = lo.graph.tensors[out].sizes or []
+    # numpy broadcasting: a lower-rank operand gains leading size-1 dims.
+    operands = [[1] * (len(result) - len(sizes)) + sizes
+                for sizes in (lo.graph.tensors[t].sizes or [] for t in (a, b))]
     if not any(risky(sizes) for sizes in operands):
         return False
-    result = lo.graph.tensors[out].sizes or []
     if result and result[0] > 1 and all(d == 1 for d in result[2:]) and any(
             risky(sizes) and len(sizes) == len(result) and sizes[1] == result[1] > 1
             for sizes in operands):
@@ -332,6 +345,18 @@ def silu(lo: Lowering) -> None:
     lo.emit("Multiply", [x, gate], [out], auto_broadcast="numpy")
 
 
+@lowering("aten::relu")
+def relu(lo: Lowering) -> None:
+    # oneDNN's ReLU (and Clamp) take max(x, 0) with an instruction that
+    # returns 0 for NaN. Elu with alpha 0 keeps NaN and gives x for x > 0 and
+    # 0 * (exp(x) - 1) = -0.0 below; Abs turns that into eager's +0.0. Both
+    # fuse as post-ops, as ReLU does.
+    x, out = lo.input(0), lo.output()
+    gated = lo.temp(out)
+    lo.emit("Elu", [x], [gated], alpha=0.0)
+    lo.emit("Abs", [gated], [out])
+
+
 @lowering("aten::leaky_relu")
 def leaky_relu(lo: Lowering) -> None:
     lo.emit("LeakyReLU", [lo.input(0)], [lo.output()], alpha=float(lo.const(1)))
@@ -343,32 +368,6 @@ def elu(lo: Lowering) -> None:
     if lo.n_inputs() > 2 and (lo.const(2) != 1 or lo.const(3) != 1):
         raise Unsupported("elu with scale or input_scale != 1")
     lo.emit("Elu", [lo.input(0)], [lo.output()], alpha=float(lo.const(1)))
-
-
-def _clamp(lo: Lowering, low: float | None, high: float | None) -> None:
-    lo.emit("Clamp", [lo.input(0)], [lo.output()],
-            min=float("-inf") if low is None else float(low),
-            max=float("inf") if high is None else float(high))
-
-
-@lowering("aten::clamp", "aten::hardtanh")
-def clamp(lo: Lowering) -> None:
-    # clamp(self, min?, max?) / hardtanh(self, min_val, max_val); bounds are
-    # numbers (a tensor bound is not a constant scalar and is refused).
-    bounds = [lo.const(i) for i in (1, 2)]
-    if any(b is not None and not isinstance(b, (int, float)) for b in bounds):
-        raise Unsupported("tensor clamp bounds")
-    _clamp(lo, bounds[0], bounds[1])
-
-
-@lowering("aten::clamp_min")
-def clamp_min(lo: Lowering) -> None:
-    _clamp(lo, lo.const(1), None)
-
-
-@lowering("aten::clamp_max")
-def clamp_max(lo: Lowering) -> None:
-    _clamp(lo, None, lo.const(1))
 
 
 # softplus(x) and x differ by log1p(exp(-beta*x))/beta past the threshold:
@@ -398,24 +397,6 @@ def pow_scalar(lo: Lowering) -> None:
         lo.emit("Sqrt", [x], [out])
     else:
         lo.emit("Pow", [x], [out], beta=float(exponent))
-
-
-@lowering("aten::softmax", "aten::_softmax")
-def softmax(lo: Lowering) -> None:
-    _softmax(lo, "SoftMax")
-
-
-@lowering("aten::log_softmax", "aten::_log_softmax")
-def log_softmax(lo: Lowering) -> None:
-    _softmax(lo, "LogSoftmax")
-
-
-def _softmax(lo: Lowering, kind: str) -> None:
-    # softmax(self, dim, dtype?) / _softmax(self, dim, half_to_float)
-    x, out = lo.input(0), lo.output()
-    if lo.graph.tensors[x].dtype != lo.graph.tensors[out].dtype:
-        raise Unsupported("softmax into another dtype")
-    lo.emit(kind, [x], [out], axis=int(lo.const(1)))
 
 
 @lowering("aten::layer_norm", worth_alone=True)
@@ -455,16 +436,16 @@ def _pool_lists(lo: Lowering, kernel: int, stride: int, padding: int) -> dict[st
     return {"kernel": k, "strides": s, "pads_begin": p, "pads_end": p}
 
 
-@lowering("aten::max_pool2d", worth_alone=True)
-def max_pool(lo: Lowering) -> None:
-    # (self, kernel_size, stride, padding, dilation, ceil_mode)
-    lists = _pool_lists(lo, 1, 2, 3)
-    dilation = lo.const(4)
-    dilations = list(dilation) if isinstance(dilation, (list, tuple)) else [dilation]
-    if len(dilations) == 1:
-        dilations = dilations * len(lists["kernel"])
-    lo.emit("MaxPool", [lo.input(0)], [lo.output()], **lists, dilations=dilations,
-            rounding_type="ceil" if lo.const(5) else "floor", data_format="NCX")
+def _pin_ceil_mode(lo: Lowering, lists: dict[str, list[int]], dilations: list[int]) -> None:
+    """oneDNN sizes a ceil_mode pool without ATen's rule that the last window
+    starts inside the input or its left padding: take it only where the two
+    agree, and only at the profiled sizes."""
+    ours = [-(-(n + 2 * p - (k - 1) * d - 1) // s) + 1 for n, k, s, p, d in zip(
+        lo.sizes(0)[2:], lists["kernel"], lists["strides"], lists["pads_begin"], dilations,
+        strict=True)]
+    if ours != lo.out_sizes()[2:]:
+        raise Unsupported("ceil_mode pool whose last window starts in the padding")
+    lo.pin_shapes()
 
 
 @lowering("aten::avg_pool2d", worth_alone=True)
@@ -483,6 +464,8 @@ def avg_pool(lo: Lowering) -> None:
             raise Unsupported("avg_pool ceil_mode window past the padded input")
         lo.pin_shapes()
         ceil = False
+    if ceil:
+        _pin_ceil_mode(lo, lists, [1, 1])
     lo.emit("AvgPool", [lo.input(0)], [lo.output()], **lists, exclude_pad=not count_pad,
             rounding_type="ceil" if ceil else "floor", data_format="NCX")
 

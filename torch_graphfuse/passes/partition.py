@@ -11,7 +11,9 @@ of a block. A supported partition becomes a fusion group when
   output: the group's outputs are new tensors, so eager's aliasing would be lost,
 - no binary op takes two results computed inside it (a diamond such as
   `bn(conv(x)) + conv(x)`), except x * sigmoid(x): oneDNN v3.2 compiles such
-  partitions into kernels that allocate without bound.
+  partitions into kernels that allocate without bound,
+- no binary op takes a pool's result and a tensor that is not per channel:
+  oneDNN v3.2 reads such an operand of a pooling post-op in the wrong layout.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import _C, log
-from ..backend_desc import BackendOp
+from ..backend_desc import BackendGraph, BackendOp
 from ..op_table import LOWERINGS
 from ..report import FusionReport
 from .op_mapping import MappedBlock
@@ -108,6 +110,19 @@ def _internal_diamond(ops: list[BackendOp]) -> bool:
     return False
 
 
+def _pool_with_full_operand(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether a binary op combines a pool's result with a tensor that has
+    more than one element per channel."""
+    pooled = {t for op in ops if op.kind in ("AvgPool", "MaxPool") for t in op.outputs}
+    for op in ops:
+        if op.kind in _BINARY_OPS and pooled & set(op.inputs):
+            for t in op.inputs:
+                sizes = backend.tensors[t].sizes
+                if t not in pooled and (sizes is None or any(d != 1 for d in sizes[2:])):
+                    return True
+    return False
+
+
 def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition]:
     def _reject(nodes: list[torch._C.Node], why: str) -> None:
         report.rejected.append((describe(nodes), why))
@@ -149,6 +164,9 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
             continue
         if _internal_diamond(ops):
             _reject(nodes, "a binary op of two results computed inside it")
+            continue
+        if _pool_with_full_operand(ops, backend):
+            _reject(nodes, "a pool's result combined with a tensor that is not per channel")
             continue
         entries = [LOWERINGS[op.node.kind()] for op in ops if op.node is not None]
         if len({op.node for op in ops}) == 1 and not entries[0].worth_alone:

@@ -1,0 +1,141 @@
+"""Memory stays within the documented budget however many input shapes a model
+sees: compiled specs per group, the constant weights they bind, and idle pooled
+output buffers (README: "Memory")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import torch
+from torch import nn
+
+import torch_graphfuse
+from torch_graphfuse.testing import runner
+
+MB = 1 << 20
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / MB
+
+
+def run_in_subprocess(code: str, **env: str) -> dict:
+    """Budgets are read once per process: each setting runs in its own."""
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                            text=True, env={**os.environ, **env}, timeout=300, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_default_budget_is_documented() -> None:
+    budget = torch_graphfuse.memory_budget()
+    assert budget == {"specs_per_group": 16, "weight_cache_bytes": 1024 * MB,
+                      "pool_idle_bytes": 256 * MB}
+
+
+def test_weight_cache_is_bounded_under_batch_size_churn() -> None:
+    # Each compiled spec binds its own reordered copy of the 1 MB weights:
+    # 80 batch sizes cycled used to add ~160 MB per cycle, forever.
+    stats = run_in_subprocess("""
+        import json, os, torch, torch_graphfuse
+        from torch import nn
+        from torch_graphfuse.testing import runner
+        def rss():
+            return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+        m = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512)).eval()
+        mod = runner.freeze(m, [torch.randn(8, 512)])
+        after = []
+        with torch.no_grad(), torch_graphfuse.fuser():
+            for cycle in range(3):
+                for b in range(1, 41):
+                    x = torch.randn(b, 512)
+                    torch.testing.assert_close(mod(x), m(x), rtol=1e-4, atol=1e-5)
+                after.append(rss())
+        print(json.dumps({"rss": after, **torch_graphfuse.kernel_stats()}))
+    """, TORCH_GRAPHFUSE_SPECS_PER_GROUP="4", TORCH_GRAPHFUSE_WEIGHT_CACHE_MB="8")
+    assert stats["evictions"] > 0
+    # Two groups, each its newest spec (1 MB of weights) plus the 8 MB budget.
+    assert stats["cached_weight_bytes"] <= (8 + 2 * 1) * MB + 4 * MB
+    assert stats["rss"][2] - stats["rss"][1] < 20, stats["rss"]
+
+
+def test_specs_per_group_bound_the_compile_cache() -> None:
+    stats = run_in_subprocess("""
+        import json, torch, torch_graphfuse
+        from torch import nn
+        from torch_graphfuse.testing import runner
+        m = nn.Sequential(nn.Linear(16, 16), nn.ReLU()).eval()
+        mod = runner.freeze(m, [torch.randn(2, 16)])
+        with torch.no_grad(), torch_graphfuse.fuser():
+            for b in [2, 2, 1, 3, 4, 5, 1]:
+                mod(torch.randn(b, 16))
+        print(json.dumps(torch_graphfuse.kernel_stats()))
+    """, TORCH_GRAPHFUSE_SPECS_PER_GROUP="3")
+    # The profiled 2, then 1 and 3 fill the cache; 4 evicts 2, 5 evicts 1,
+    # and 1 compiles again and evicts 3.
+    assert stats["compiles"] == 6
+    assert stats["evictions"] == 3
+
+
+class ConvNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(x)) * 2.0
+
+
+def test_idle_buffers_stay_within_the_pool_budget_under_shape_churn() -> None:
+    model = ConvNet().eval()
+    module = runner.freeze(model, [torch.randn(1, 3, 16, 16)])
+    budget = torch_graphfuse.memory_budget()["pool_idle_bytes"]
+    with torch.no_grad(), torch_graphfuse.fuser():
+        for size in range(8, 120):
+            module(torch.randn(1, 3, size, size))
+    assert torch_graphfuse.kernel_stats()["idle_buffer_bytes"] <= budget
+
+
+def test_idle_size_classes_not_reused_age_out() -> None:
+    model = ConvNet().eval()
+    module = runner.freeze(model, [torch.randn(1, 3, 8, 8)])
+    with torch.no_grad(), torch_graphfuse.fuser():
+        module(torch.randn(1, 3, 8, 8))
+        module(torch.randn(1, 3, 8, 8))
+        module(torch.randn(2, 3, 40, 40))  # a size that never comes back
+        for _ in range(6000):  # past the 4096 allocations a buffer may stay idle
+            module(torch.randn(1, 3, 8, 8))
+    assert torch_graphfuse.kernel_stats()["aged_out_buffers"] >= 1
+
+
+def test_outputs_of_nearby_sizes_share_a_size_class() -> None:
+    model = ConvNet().eval()
+    module = runner.freeze(model, [torch.randn(1, 3, 64, 64)])
+    with torch.no_grad(), torch_graphfuse.fuser():
+        module(torch.randn(1, 3, 64, 64))
+        module(torch.randn(1, 3, 64, 64))
+        torch_graphfuse.release_buffers()
+        module(torch.randn(1, 3, 64, 63))  # freed at once: its buffer goes idle
+        torch_graphfuse.reset_kernel_stats()
+        module(torch.randn(1, 3, 64, 62))  # 1.6% smaller: same class
+    assert torch_graphfuse.kernel_stats()["reused_outputs"] == 1
+
+
+def test_release_buffers_gives_memory_back_to_the_system() -> None:
+    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU()).eval()
+    module = runner.freeze(model, [torch.randn(8, 256)])
+    with torch.no_grad(), torch_graphfuse.fuser():
+        module(torch.randn(8, 256))
+        module(torch.randn(8, 256))
+        torch_graphfuse.release_buffers()
+        for batch in range(200, 264):  # 64 outputs of ~200-270 KB, all freed at once
+            module(torch.randn(batch, 256))
+    before = rss_mb()
+    released = torch_graphfuse.release_buffers()
+    assert released > 0
+    assert torch_graphfuse.kernel_stats()["idle_buffer_bytes"] == 0
+    assert rss_mb() < before
