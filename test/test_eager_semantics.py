@@ -10,7 +10,6 @@ import torch.nn.functional as F
 from fusion_check import assert_matches, eager, fuse, precision, run
 from torch import nn
 
-import torch_graphfuse
 from torch_graphfuse.testing import runner
 
 

@@ -16,12 +16,12 @@ from torch_graphfuse.testing import runner
 
 
 class Chain(nn.Module):
-    """Three groups: conv+relu -> max pool -> conv+relu, and a side output."""
+    """Three groups: conv+relu -> avg pool -> conv+relu, and a side output."""
 
     def __init__(self) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(8, 16, 3, padding=1)
-        self.pool = nn.MaxPool2d(2)
+        self.pool = nn.AvgPool2d(2)
         self.conv2 = nn.Conv2d(16, 16, 3, padding=1)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -42,7 +42,7 @@ def test_outputs_read_only_by_groups_take_onednn_layout(dtype: str) -> None:
     # erf, and conv2's to the caller: those keep eager's strides.
     assert sorted(marks) == [(["aten::_convolution", "aten::relu"], []),
                              (["aten::_convolution", "aten::relu"], [0]),
-                             (["aten::max_pool2d"], [])]
+                             (["aten::avg_pool2d"], [])]
 
 
 def test_new_shape_through_onednn_layouts() -> None:
@@ -58,8 +58,8 @@ import os, torch
 from torch import nn
 from torch_graphfuse.testing import runner
 torch.manual_seed(0)
-model = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                      nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+model = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.AvgPool2d(2),
+                      nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.AvgPool2d(2),
                       nn.Conv2d(16, 8, 3, padding=1)).eval()
 x = torch.randn(1, 8, 16, 16)
 module, _, _ = runner.fused(model, [x])
@@ -81,3 +81,4 @@ def test_no_reorder_between_groups() -> None:
     ours = [line for line in steady if line.startswith("onednn_verbose,exec,cpu,")]
     assert len([line for line in ours if ",reorder," in line]) == 2, "\n".join(ours)
     assert len([line for line in ours if ",convolution," in line]) == 3
+    assert len([line for line in ours if ",pooling," in line]) == 2

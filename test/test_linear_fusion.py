@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 import torch
 from fusion_check import DTYPES, check, group_kinds
-from test_conv_fusion import ELTWISE
+from test_conv_fusion import ELTWISE, NAN_UNSAFE_ELTWISE
 from torch import nn
 from torch.nn import functional as F
 
@@ -36,6 +36,17 @@ def test_linear(dtype: str, bias: bool, shape: tuple[int, ...]) -> None:
 def test_linear_eltwise(dtype: str, name: str) -> None:
     graph = check(Linear(ELTWISE[name]), [torch.randn(4, 16)], dtype, groups=1, left=[])
     assert "aten::linear" in group_kinds(graph)[0]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(NAN_UNSAFE_ELTWISE))
+def test_linear_nan_unsafe_eltwise_stays_with_aten(dtype: str, name: str) -> None:
+    # The clamp family and exp are left with ATen (NaN); the linear fuses alone.
+    fn, kind = NAN_UNSAFE_ELTWISE[name]
+    x = torch.randn(4, 16)
+    x[1, 3] = float("nan")
+    graph = check(Linear(fn), [x], dtype, groups=1, left=[kind])
+    assert group_kinds(graph) == [["aten::linear"]]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -91,6 +102,17 @@ class Addmm(nn.Module):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 1), (1, 2.0), (0.25, -1.5)])
-def test_addmm(dtype: str, beta: float, alpha: float) -> None:
-    check(Addmm(beta, alpha), [torch.randn(4, 8)], dtype, groups=1, left=[])
+@pytest.mark.parametrize("beta", [1, 0.5])
+def test_addmm(dtype: str, beta: float) -> None:
+    check(Addmm(beta, 1), [torch.randn(4, 8)], dtype, groups=1, left=[])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("beta,alpha", [(1, 2.0), (0.25, -1.5)])
+def test_addmm_with_alpha_and_relu_stays_with_aten(dtype: str, beta: float,
+                                                   alpha: float) -> None:
+    # mm * alpha + bias, then relu (Elu + Abs): the post-op chain is too long,
+    # oneDNN splits relu's two backend ops across partitions, and the plugin
+    # leaves such a region to ATen.
+    check(Addmm(beta, alpha), [torch.randn(4, 8)], dtype, groups=0,
+          left=["aten::add", "aten::mm", "aten::mul", "aten::relu"])

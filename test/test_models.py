@@ -1,5 +1,6 @@
 """Blocks of real models, written in torch.nn: after fusion no conv, batch_norm,
-relu, linear or pool is left outside a fusion group, and outputs match eager."""
+relu, linear or pool is left outside a fusion group but those kept with ATen for
+eager's NaN semantics, and outputs match eager."""
 
 from __future__ import annotations
 
@@ -32,6 +33,15 @@ BLOCKS: dict[str, tuple[Callable[[], nn.Module], Callable[[], list[torch.Tensor]
                    lambda: list(transformer.bert_inputs(2, 16, 128, padding=3))),
 }
 
+# Left with ATen: max pooling (oneDNN v3.2 skips NaN), and a batch norm with no
+# convolution before it with its relu (oneDNN's batch norm pattern takes only
+# its ReLU post-op, which turns NaN into 0).
+STAYS_WITH_ATEN: dict[str, list[str]] = {
+    "resnet_basic": ["aten::max_pool2d"],
+    "resnet_bottleneck": ["aten::max_pool2d"],
+    "densenet": ["aten::batch_norm", "aten::relu"] * 3,
+}
+
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", sorted(BLOCKS))
@@ -40,5 +50,6 @@ def test_model_block(dtype: str, name: str) -> None:
     torch.manual_seed(0)
     model, inputs = make_model().eval(), make_inputs()
     graph = check(model, inputs, dtype, left=None)
-    left = sorted(set(unfused(graph, dtype)) & MUST_FUSE)
-    assert left == [], f"{name} ({dtype}) left {left} unfused:\n{graph}"
+    left = sorted(k for k in unfused(graph, dtype) if k in MUST_FUSE)
+    assert left == sorted(STAYS_WITH_ATEN.get(name, [])), \
+        f"{name} ({dtype}) left {left} unfused:\n{graph}"

@@ -16,7 +16,7 @@ class Chain(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(4, 8, 3, padding=1)
-        self.pool = nn.MaxPool2d(2)
+        self.pool = nn.AvgPool2d(2)
         self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """Which lone ops become a partition of their own: the ones oneDNN runs faster
-than ATen (conv, linear, matmul, pools, layer_norm, cat), not lone eltwise,
-softmax or batch_norm."""
+than ATen (conv, linear, matmul, average pools, layer_norm, cat), not lone
+eltwise, softmax or batch_norm. Max pooling stays with ATen (NaN)."""
 
 from __future__ import annotations
 
@@ -54,12 +54,15 @@ def test_softmax_fuses_after_a_binary_op(dtype: str, dim: int) -> None:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("kernel,stride,padding", [(2, 2, 0), (3, 2, 1), (3, 1, 1), (3, 3, 0)])
+@pytest.mark.parametrize("kernel,stride,padding", [(2, 2, 0), (3, 2, 1)])
 @pytest.mark.parametrize("ceil_mode", [False, True])
-def test_max_pool2d(dtype: str, kernel: int, stride: int, padding: int, ceil_mode: bool) -> None:
+def test_max_pool2d_stays_with_aten(dtype: str, kernel: int, stride: int, padding: int,
+                                    ceil_mode: bool) -> None:
+    # oneDNN v3.2's max pooling skips NaN and gives -FLT_MAX for -inf.
     model = Fn(lambda x: F.max_pool2d(x, kernel, stride, padding, ceil_mode=ceil_mode))
-    graph = check(model, [torch.randn(2, 4, 11, 11)], dtype, groups=1, left=[])
-    assert group_kinds(graph) == [["aten::max_pool2d"]]
+    x = torch.randn(2, 4, 11, 11)
+    x[0, 0, 0, 0], x[0, 1, :4, :4] = float("nan"), float("-inf")
+    check(model, [x], dtype, groups=0, left=["aten::max_pool2d"])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -99,7 +102,9 @@ class ConvPool(nn.Module):
 @pytest.mark.parametrize("pool", [nn.MaxPool2d(3, 2, 1), nn.AdaptiveAvgPool2d(1),
                                   nn.AdaptiveAvgPool2d((2, 4))], ids=str)
 def test_conv_then_pool(dtype: str, pool: nn.Module) -> None:
-    check(ConvPool(pool), [torch.randn(1, 3, 16, 16)], dtype, left=[])
+    # Max pooling stays with ATen; the conv+relu before it still fuses.
+    left = ["aten::max_pool2d"] if isinstance(pool, nn.MaxPool2d) else []
+    check(ConvPool(pool), [torch.randn(1, 3, 16, 16)], dtype, left=left)
 
 
 def test_adaptive_pool_that_is_not_plain_stays_unfused() -> None:
