@@ -172,3 +172,23 @@ def test_batch_norm_of_a_conv_combined_with_the_conv(dims: int, combine: str) ->
     model.conv, model.bn = conv, bn
     out, ref, _ = fused_and_eager(model, [torch.randn(1, 3, *([6] * dims))])
     assert_matches(out, ref, "fp32")
+
+
+@pytest.mark.parametrize("x_shape,c_shape", [((3, 6, 9, 9), (1, 6, 9, 1)),
+                                             ((3, 4, 5, 6), (1, 4, 5, 6)),
+                                             ((3, 4, 6), (3, 1, 1)), ((3, 4, 6), (1, 4, 1))])
+def test_linear_result_broadcast_over_batch_dims(x_shape, c_shape) -> None:  # noqa: ANN001
+    # Found by the fuzzer: oneDNN flattens a linear's batch dims and indexes
+    # such an operand of its binary post-op wrongly.
+    model = Program(lambda self, x: self.lin(x) * self.c, c=torch.randn(*c_shape))
+    model.lin = nn.Linear(x_shape[-1], c_shape[-1] if c_shape[-1] > 1 else 3)
+    out, ref, _ = fused_and_eager(model, [torch.randn(*x_shape)])
+    assert_matches(out, ref, "fp32")
+
+
+def test_linear_result_operand_that_could_broadcast_pins_sizes() -> None:
+    model = Program(lambda self, x: self.lin(x) + self.c, c=torch.randn(1, 4, 5, 6))
+    model.lin = nn.Linear(6, 6)
+    module, _, _ = fuse(model, [torch.randn(1, 4, 5, 6)])
+    x = torch.randn(3, 4, 5, 6)
+    assert_matches(run(module, [x]), eager(model, [x]), "fp32")

@@ -13,7 +13,11 @@ of a block. A supported partition becomes a fusion group when
   `bn(conv(x)) + conv(x)`), except x * sigmoid(x): oneDNN v3.2 compiles such
   partitions into kernels that allocate without bound,
 - no binary op takes a pool's result and a tensor that is not per channel:
-  oneDNN v3.2 reads such an operand of a pooling post-op in the wrong layout.
+  oneDNN v3.2 reads such an operand of a pooling post-op in the wrong layout,
+- after a matmul of a batched input with a 2-d weight (a linear), no binary
+  operand broadcasts over a dim but the last, unless it is per output feature:
+  oneDNN v3.2 flattens the batch dims and indexes such operands wrongly.
+  Operands that could become such at another size pin the group's sizes.
 """
 
 from __future__ import annotations
@@ -123,6 +127,36 @@ def _pool_with_full_operand(ops: list[BackendOp], backend: BackendGraph) -> bool
     return False
 
 
+def _flattened_matmul_broadcast(ops: list[BackendOp], backend: BackendGraph) -> str | None:
+    """"refuse" when a binary operand broadcasts wrongly after a linear-like
+    matmul at the profiled sizes, "pin" when it could at other sizes, else None."""
+    def rank(t: int) -> int:
+        return len(backend.tensors[t].sizes or [])
+
+    if not any(op.kind == "MatMul" and rank(op.inputs[0]) >= 3 and rank(op.inputs[1]) == 2
+               for op in ops):
+        return None
+    produced = {t for op in ops for t in op.outputs}
+    verdict = None
+    for op in ops:
+        if op.kind not in _BINARY_OPS:
+            continue
+        result = backend.tensors[op.outputs[0]].sizes or []
+        for t in op.inputs:
+            sizes = backend.tensors[t].sizes
+            if t in produced or sizes is None:
+                continue
+            sizes = [1] * (len(result) - len(sizes)) + sizes
+            if all(d == 1 for d in sizes[:-1]):
+                continue  # per output feature, or one value
+            ones = [i for i, d in enumerate(sizes[:-1]) if d == 1]
+            if any(result[i] > 1 for i in ones):
+                return "refuse"
+            if ones:
+                verdict = "pin"
+    return verdict
+
+
 def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition]:
     def _reject(nodes: list[torch._C.Node], why: str) -> None:
         report.rejected.append((describe(nodes), why))
@@ -168,6 +202,10 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
         if _pool_with_full_operand(ops, backend):
             _reject(nodes, "a pool's result combined with a tensor that is not per channel")
             continue
+        matmul_broadcast = _flattened_matmul_broadcast(ops, backend)
+        if matmul_broadcast == "refuse":
+            _reject(nodes, "a linear's result broadcast with a tensor oneDNN indexes wrongly")
+            continue
         entries = [LOWERINGS[op.node.kind()] for op in ops if op.node is not None]
         if len({op.node for op in ops}) == 1 and not entries[0].worth_alone:
             _reject(nodes, "a lone op ATen runs as fast")
@@ -175,7 +213,8 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
         text = backend.to_text(ops, in_ids, out_ids)
         result.append(Partition(nodes, ops, [mapped.values[i] for i in in_ids],
                                 [mapped.values[i] for i in out_ids], in_ids, out_ids, text,
-                                any(op.static_shapes for op in ops)))
+                                matmul_broadcast == "pin"
+                                or any(op.static_shapes for op in ops)))
         log.update(NAME, f"partition [{describe(nodes)}]: {len(in_ids)} inputs, "
                          f"{len(out_ids)} outputs")
     return result
