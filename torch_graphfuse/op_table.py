@@ -152,6 +152,7 @@ NOT_MAPPED: dict[str, str] = {
          "aten::hardsigmoid"],
         "oneDNN v3.2's clamp returns a bound for NaN"),
     "aten::exp": "oneDNN v3.2's exp returns +inf for NaN",
+    "aten::sigmoid": "oneDNN v3.2's logistic returns 0 for NaN in some of its kernels",
     **dict.fromkeys(
         ["aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"],
         "oneDNN v3.2's softmax loses the NaN of a row holding NaN or +inf"),
@@ -172,7 +173,6 @@ def lowering(*kinds: str, worth_alone: bool = False, static_shapes: bool = False
 # One-to-one ops: aten kind -> backend kind (plus fixed attributes).
 
 UNARY: dict[str, tuple[str, dict[str, Any]]] = {
-    "aten::sigmoid": ("Sigmoid", {}),
     "aten::tanh": ("Tanh", {}),
     "aten::log": ("Log", {}),
     "aten::sqrt": ("Sqrt", {}),
@@ -299,9 +299,10 @@ def linear(lo: Lowering) -> None:
 
 @lowering("aten::matmul", "aten::mm", "aten::bmm", worth_alone=True)
 def matmul(lo: Lowering) -> None:
-    ranks = sorted((lo.rank(0), lo.rank(1)))
-    if ranks[0] == 1 and ranks[1] != 2:
-        raise Unsupported("matmul of a 1-d operand with a batched one")
+    if 1 in (lo.rank(0), lo.rank(1)):
+        # oneDNN computes a 1-d operand as a matrix, and an op that follows
+        # then broadcasts against the wrong shape.
+        raise Unsupported("matmul of a 1-d operand")
     lo.emit("MatMul", [lo.input(0), lo.input(1)], [lo.output()])
 
 

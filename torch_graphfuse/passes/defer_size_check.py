@@ -15,7 +15,7 @@ from .graph_utils import all_nodes, constant_number
 
 # Ops whose output has exactly the sizes of their first input, whatever they are.
 SHAPE_PRESERVING = frozenset(UNARY) | {
-    "aten::relu", "aten::exp", "aten::relu6", "aten::hardsigmoid",
+    "aten::relu", "aten::exp", "aten::sigmoid", "aten::relu6", "aten::hardsigmoid",
     "aten::gelu", "aten::silu", "aten::leaky_relu", "aten::elu", "aten::clamp",
     "aten::clamp_min", "aten::clamp_max", "aten::hardtanh", "aten::softplus",
     "aten::softmax", "aten::log_softmax", "aten::layer_norm", "aten::to",

@@ -452,11 +452,12 @@ class Meta:
     scale: float = 1.0
     depth: int = 0
     dep: bool = True  # depends on a graph input
+    grid: bool = False  # eager rounded it to bf16 and changed it only exactly since
 
     def merge(self, other: Meta) -> Meta:
         return Meta(self.exact and other.exact, self.lowp or other.lowp,
                     max(self.scale, other.scale), max(self.depth, other.depth),
-                    self.dep or other.dep)
+                    self.dep or other.dep, self.grid and other.grid)
 
 
 def finite_max(t: Tensor) -> float:
@@ -482,7 +483,7 @@ class Evaluator:
         self.meta = [Meta(scale=max(1.0, finite_max(x))) for x in inputs]
         self.const_storages: set[int] = set()
 
-    def run(self, op: Op, lowp_mode: bool) -> Tensor:
+    def run(self, op: Op) -> Tensor:
         """Apply the program's next op (already added to it); raises if eager
         does or if the result is not a floating tensor of bounded size."""
         i = len(self.values) - self.program.n_inputs
@@ -492,11 +493,14 @@ class Evaluator:
         if out.numel() > MAX_NUMEL or out.numel() == 0:
             raise ValueError("size out of bounds")
         args = [self.meta[a] for a in op.args]
-        meta = Meta(op_exact(op) and all(m.exact for m in args),
+        exact = op_exact(op)
+        meta = Meta(exact and all(m.exact for m in args),
                     out.dtype == torch.bfloat16 or any(m.lowp for m in args),
                     max([max(1.0, finite_max(out))] + [m.scale for m in args]),
-                    max([m.depth for m in args], default=0) + (not op_exact(op)),
-                    any(m.dep for m in args))
+                    max([m.depth for m in args], default=0) + (not exact),
+                    any(m.dep for m in args),
+                    out.dtype == torch.bfloat16 or (exact and op.kind != "floor_divide"
+                                                    and bool(args) and all(m.grid for m in args)))
         self.values.append(out)
         self.meta.append(meta)
         if op.kind == "const":
@@ -621,7 +625,7 @@ class Gen:
         for op in self.ops:
             self.program.add_op(op)
             for ev in self.evals:
-                ev.run(op, self.dtype == "bf16")
+                ev.run(op)
 
     def emit(self, op: Op) -> int | None:
         """Append the op if it runs and is admissible at both shapes; its value id."""
@@ -635,7 +639,7 @@ class Gen:
                 if KINDS[op.kind].inplace and self._inplace_forbidden(ev, args[0]):
                     raise Reject()
                 ran += 1
-                ev.run(op, self.dtype == "bf16")
+                ev.run(op)
         except Exception:
             self.program.pop_op()
             if KINDS[op.kind].inplace and ran:
@@ -757,8 +761,9 @@ def gen_inputs(c: Chooser) -> list[Input]:
     for s, s2 in shapes:
         specials: tuple[tuple[int, str], ...] = ()
         if chance(c, 0.3):
-            specials = tuple((c.integer(0, math.prod(s) - 1), choice(c, list(SPECIALS)))
-                             for _ in range(c.integer(1, 3)))
+            at = {c.integer(0, math.prod(s) - 1): choice(c, list(SPECIALS))
+                  for _ in range(c.integer(1, 3))}
+            specials = tuple(sorted(at.items()))
         inputs.append(Input(s, s2, _layout(c, len(s)), specials))
     return inputs
 
@@ -1243,13 +1248,18 @@ def generate(c: Chooser, dtype: str = "fp32", max_steps: int = 10) -> Case:
         return g._case(outputs)
 
 
-def cases(dtype: str, max_steps: int = 10) -> Any:
-    """A hypothesis strategy over the same generator (shrinks structurally)."""
+def cases(dtype: str, structural: bool = False, max_steps: int = 10) -> Any:
+    """A hypothesis strategy over the same generator: by default a drawn seed for
+    the CLI's chooser (the CLI's mix of graphs); structural, every choice is
+    drawn, so that hypothesis shrinks the program itself (its bias toward small
+    draws makes smaller graphs that fuse less often)."""
     from hypothesis import strategies as st
 
-    @st.composite
+    @st.composite  # hypothesis prints what a composite returns: the Case
     def strategy(draw: Callable[[Any], Any]) -> Case:
-        return generate(DrawChooser(draw), dtype, max_steps)
+        c: Chooser = DrawChooser(draw) if structural else \
+            RandomChooser(f"hypothesis:{draw(st.integers(0, 2**32 - 1))}:{dtype}")
+        return generate(c, dtype, max_steps)
     return strategy()
 
 
@@ -1309,11 +1319,15 @@ def _short_error(e: BaseException) -> str:
 
 
 def tolerance(meta: Meta) -> tuple[float, float]:
-    """(rtol, atol) for a value. fp32: rtol 1e-4, atol 1e-5 times the largest
-    magnitude on the value's way (an absolute error after cancellation is
-    relative to the operands, not the result). bf16: 2e-2 of the same, widened
-    by a quarter per rounding op on the way (each bf16 rounding adds up to 2^-8
-    and oneDNN keeps fused intermediates in fp32 where eager rounds each)."""
+    """(rtol, atol) for a value; none for a bit-exact one.
+
+    fp32: rtol 1e-4, atol 1e-5 times the largest magnitude on the value's way
+    (after a cancellation the absolute error is relative to the operands, not
+    to the result), widened by an eighth per rounding op on the way (oneDNN sums
+    in another order and keeps fused intermediates in registers). bf16 (the
+    value or one on its way was bf16): 2e-2 of the same, widened by a quarter
+    per op (each bf16 rounding adds up to 2^-8, and oneDNN keeps fused
+    intermediates in fp32 where eager rounds each)."""
     if meta.exact:
         return 0.0, 0.0
     if meta.lowp:
@@ -1343,6 +1357,8 @@ def compare_tensor(where: str, got: Tensor, ref: Tensor, meta: Meta) -> list[Pro
             problems.append(Problem("nan", where, f"{name} at {int(diff.sum())} positions "
                                     f"differ, first {i}: got {g[tuple(i)].item()}, eager "
                                     f"{r[tuple(i)].item()}"))
+    if meta.grid and got.dtype == torch.float32:
+        problems += _off_grid(where, got)
     rtol, atol = tolerance(meta)
     finite = torch.isfinite(g) & torch.isfinite(r)
     err = torch.where(finite, (g - r).abs() - (atol + rtol * r.abs()), 0.0)
@@ -1352,6 +1368,19 @@ def compare_tensor(where: str, got: Tensor, ref: Tensor, meta: Meta) -> list[Pro
                                 f"rtol={rtol:.1e} atol={atol:.1e}; worst at {i}: got "
                                 f"{g[tuple(i)].item():.6g}, eager {r[tuple(i)].item():.6g}"))
     return problems
+
+
+def _off_grid(where: str, got: Tensor) -> list[Problem]:
+    """Eager rounded this fp32 value through bf16 (then only exact ops): a fused
+    result must be on the bf16 grid too. Half a bf16 ulp of missed rounding is
+    inside any bf16 tolerance; this catches it exactly."""
+    g = got.detach()
+    off = (g.bfloat16().float() != g) & ~torch.isnan(g)
+    if not off.any():
+        return []
+    i = _first_index(off)
+    return [Problem("values", where, f"{int(off.sum())} values not representable in bf16 "
+                    f"(eager rounds them through bf16), first {i}: {g[tuple(i)].item():.9g}")]
 
 
 def _aliasing(o: Outcome) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -1403,7 +1432,7 @@ def _reference(case: Case, program: Program) -> Reference:
                 raise RuntimeError(o.error)
             ev = Evaluator(program, make_inputs(case, second))
             for op in case.ops:
-                ev.run(op, case.dtype == "bf16")
+                ev.run(op)
         outcomes.append(o)
         out_meta.append([ev.meta[v] for v in case.outputs])
         in_meta.append(ev.meta[:len(case.inputs)])
@@ -1515,7 +1544,8 @@ def reproducer(case: Case, result: Result | None = None) -> str:
     text = describe(case)
     if result is not None:
         text += "\n" + "\n".join(f"# {p}" for p in result.problems)
-    return text + "\n# replay: torch_graphfuse.testing.fuzz.check_case(" + repr(case) + ")"
+    return (text + '\n# replay: python -c "from torch_graphfuse.testing.fuzz import *; '
+            f'print(check_case({case!r}))"')
 
 
 # ------------------------------------------------------------------------ minimizer
@@ -1569,8 +1599,10 @@ def simpler(case: Case) -> Iterator[Case]:
         if (c := _without_input(case, i)) is not None:
             yield c
     for i, spec in enumerate(case.inputs):
+        fewer = [spec.specials[:k] + spec.specials[k + 1:] for k in range(len(spec.specials))]
         for simpler in (dataclasses.replace(spec, shape2=None),
                         dataclasses.replace(spec, specials=()),
+                        *(dataclasses.replace(spec, specials=f) for f in fewer),
                         dataclasses.replace(spec, layout="contiguous")):
             if simpler != spec:
                 inputs = list(case.inputs)
@@ -1594,7 +1626,7 @@ def still_valid(case: Case) -> bool:
                     args = [ev.values[a] for a in op.args]
                     if not _admissible(op, args, [ev.meta[a] for a in op.args]):
                         return False
-                    ev.run(op, case.dtype == "bf16")
+                    ev.run(op)
             return all(ev.meta[v].dep for v in case.outputs)
     except Exception:
         return False
@@ -1789,11 +1821,15 @@ class Summary:
             f"invalid graphs (eager or tracing failed; skipped): {self.count('invalid')}",
             f"TorchScript-only differences (unfused differs from eager too; not failures): "
             f"{self.count('torchscript')}",
-            f"plugin failures: {self.count('plugin')}",
+            f"plugin failures: {self.count('plugin')}"
+            + "".join(f", {CAUSE_TITLES[c]} {len(g)}" for c, g in sorted(
+                self.failures().items(), key=lambda item: CAUSES.index(item[0]))),
         ]
         reasons = Counter(r.reason.split(":")[0] + ": " + r.reason[:90]
                           for r in rs if r.status == "invalid")
         out += [f"  invalid x{n}: {why}" for why, n in reasons.most_common(5)]
+        out += [f"  torchscript {r.dtype}:{r.index}: {r.torchscript[0][:150]}"
+                for r in rs if r.status == "torchscript" and r.torchscript][:10]
         warned = Counter(w for r in rs for w in r.warnings)
         out += [f"  plugin warning x{n}: {w}" for w, n in warned.most_common(5)]
         for cause in CAUSES:
@@ -1805,7 +1841,9 @@ class Summary:
     def _render_cause(self, cause: str, group: list[Report],
                       minimized: dict[tuple[str, int], str]) -> list[str]:
         out = ["", "-" * 78, f"{CAUSE_TITLES[cause]}: {len(group)} graphs: "
-               + " ".join(f"{r.dtype}:{r.index}" for r in group), "-" * 78]
+               + " ".join(f"{r.dtype}:{r.index}" for r in group),
+               f"(one in detail: python -m torch_graphfuse.testing.fuzz --seed {self.seed} "
+               f"--dtype DTYPE --index INDEX)", "-" * 78]
         for r in group:
             out.append(f"# graph {r.index} ({r.dtype}), seed {self.seed}: "
                        + "; ".join(p[:160] for p in r.problems[:3]))
