@@ -192,3 +192,23 @@ def test_linear_result_operand_that_could_broadcast_pins_sizes() -> None:
     module, _, _ = fuse(model, [torch.randn(1, 4, 5, 6)])
     x = torch.randn(3, 4, 5, 6)
     assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+
+
+def test_inplace_add_of_a_wider_dtype_keeps_self_dtype() -> None:
+    # Found by the fuzzer: `a.add_(b)` with a bf16 and b f32 computes in f32 and
+    # rounds into a's bf16; its functional form must cast back.
+    def fn(self, x, y):  # noqa: ANN001, ANN202
+        return torch.flip(x.to(torch.bfloat16), (1,)).add_(y) * 2.0
+
+    x = torch.randn(5, 2, 1, 5)
+    out, ref, _ = fused_and_eager(Program(fn), [x, x.clone()])
+    assert out.dtype == ref.dtype == torch.bfloat16
+    assert_matches(out, ref, "bf16")
+
+
+def test_inplace_add_on_a_bf16_conv_result_under_autocast() -> None:
+    model = Program(lambda self, x, y: self.conv(x).add_(y))
+    model.conv = nn.Conv2d(3, 2, 3, dilation=(2, 1))
+    out, ref, _ = fused_and_eager(model, [torch.randn(1, 3, 9, 7), torch.randn(1)], "bf16")
+    assert out.dtype == ref.dtype == torch.bfloat16
+    assert_matches(out, ref, "bf16")

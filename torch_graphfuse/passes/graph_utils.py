@@ -6,6 +6,9 @@ import numbers
 
 import torch
 
+# c10::ScalarType codes, as TorchScript passes a dtype argument.
+SCALAR_TYPE_CODE = {torch.float32: 6, torch.bfloat16: 15, torch.float64: 7, torch.float16: 5}
+
 
 def all_nodes(block: torch._C.Block) -> list[torch._C.Node]:
     """Every node of `block` and of the blocks nested in it, in order."""

@@ -7,14 +7,16 @@ removes list mutation; whatever stays in place is left as a wildcard.
 
 Traced code discards an in-place op's result, so it was never profiled; but
 that result *is* the op's `self` input, with its dtype, shape and strides. It
-gets that type first, and the functional op torch's pass creates inherits it.
+gets that type first, and the functional op torch's pass creates inherits it;
+where the functional op computes in a wider dtype (a bf16 `self` plus an f32
+operand), it gets that dtype and an explicit cast back to `self`'s.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .graph_utils import all_nodes
+from .graph_utils import SCALAR_TYPE_CODE, all_nodes
 
 
 def _is_inplace(node: torch._C.Node) -> bool:
@@ -33,6 +35,57 @@ def _type_inplace_results(graph: torch._C.Graph) -> None:
             out.setType(self_type)
 
 
+def _dummy(t: torch._C.TensorType) -> torch.Tensor:
+    return torch.empty([1] * t.dim(), dtype=t.dtype())
+
+
+def _promoting(graph: torch._C.Graph) -> dict[tuple[str, tuple[int, ...]], torch.dtype | None]:
+    """In-place ops whose functional form may compute in another dtype than
+    `self`'s (a bf16 tensor += an f32 one): functional form and inputs -> self's
+    dtype (None where a profiled dtype is missing)."""
+    found: dict[tuple[str, tuple[int, ...]], torch.dtype | None] = {}
+    for node in all_nodes(graph.block()):
+        types = [v.type() for v in node.inputs() if isinstance(v.type(), torch._C.TensorType)]
+        if not _is_inplace(node) or len(types) < 2:
+            continue
+        key = (node.kind()[:-1], tuple(v.unique() for v in node.inputs()))
+        if any(t.dtype() is None or t.dim() is None for t in types):
+            found[key] = None
+        elif torch.result_type(*[_dummy(t) for t in types[:2]]) != types[0].dtype():
+            found[key] = types[0].dtype()
+    return found
+
+
+def _cast_back(graph: torch._C.Graph,
+               promoting: dict[tuple[str, tuple[int, ...]], torch.dtype | None]) -> None:
+    """`a.add_(b)` computes in the promoted dtype and rounds into `a`'s: its
+    functional form gets a cast back to `a`'s dtype (`type_as` where unknown)."""
+    for node in all_nodes(graph.block()):
+        key = (node.kind(), tuple(v.unique() for v in node.inputs()))
+        if key not in promoting or node.outputsSize() != 1:
+            continue
+        dtype, out = promoting[key], node.output()
+        with graph.insert_point_guard(node):
+            if dtype is None:
+                cast = graph.insertNode(graph.create("aten::type_as", [out, node.inputsAt(0)], 1))
+                cast.output().setType(node.inputsAt(0).type())
+            else:
+                types = [v.type() for v in node.inputs()
+                         if isinstance(v.type(), torch._C.TensorType)]
+                out.setType(out.type().with_dtype(
+                    torch.result_type(*[_dummy(t) for t in types[:2]])))
+                args = [out, graph.insertConstant(SCALAR_TYPE_CODE[dtype]),
+                        graph.insertConstant(False), graph.insertConstant(False),
+                        graph.insertConstant(None)]
+                cast = graph.insertNode(graph.create("aten::to", args, 1))
+                cast.output().setType(out.type().with_dtype(dtype))
+        cast.moveAfter(node)
+        out.replaceAllUsesAfterNodeWith(cast, cast.output())
+
+
 def run(graph: torch._C.Graph) -> None:
     _type_inplace_results(graph)
+    promoting = _promoting(graph)
     torch._C._jit_pass_remove_mutation(graph)
+    if promoting:
+        _cast_back(graph, promoting)

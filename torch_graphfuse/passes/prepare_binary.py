@@ -23,7 +23,7 @@ import numbers
 import torch
 
 from ..backend_desc import BACKEND_DTYPES
-from .graph_utils import all_nodes, constant_number
+from .graph_utils import SCALAR_TYPE_CODE, all_nodes, constant_number
 
 BINARY_KINDS = ("aten::add", "aten::sub", "aten::mul", "aten::div")
 _IDENTITY = {"aten::sub": 0, "aten::mul": 1, "aten::div": 1}
@@ -61,8 +61,6 @@ def _tensor_constant(graph: torch._C.Graph, node: torch._C.Node, number: numbers
         return graph.insertConstant(torch.tensor(number, dtype=dtype))
 
 
-# c10::ScalarType codes, as TorchScript passes a dtype argument.
-_SCALAR_TYPE_CODE = {torch.float32: 6, torch.bfloat16: 15}
 
 
 def _cast_operands(graph: torch._C.Graph, node: torch._C.Node, dtype: torch.dtype) -> None:
@@ -74,7 +72,7 @@ def _cast_operands(graph: torch._C.Graph, node: torch._C.Node, dtype: torch.dtyp
         if t.dtype() not in BACKEND_DTYPES or t.sizes() is None:
             continue
         with graph.insert_point_guard(node):
-            args = [value, graph.insertConstant(_SCALAR_TYPE_CODE[dtype]),
+            args = [value, graph.insertConstant(SCALAR_TYPE_CODE[dtype]),
                     graph.insertConstant(False), graph.insertConstant(False),
                     graph.insertConstant(None)]
             cast = graph.insertNode(graph.create("aten::to", args, 1))
