@@ -32,6 +32,7 @@ const auto kTypes = c10::Symbol::attr("types");
 const auto kGuarded = c10::Symbol::attr("guarded");
 const auto kAnyLayout = c10::Symbol::attr("any_layout");
 const auto kPrepared = c10::Symbol::attr("prepared");
+const auto kFreeLayout = c10::Symbol::attr("free_layout");
 std::atomic<size_t> g_compiles{0}, g_hits{0}, g_fallbacks{0}, g_fused{0}, g_inplace{0},
     g_compile_us{0}, g_first_run_us{0}, g_evictions{0};
 // Bytes of constant weights bound by the cached compiled partitions of all
@@ -69,6 +70,72 @@ struct Entry {
 // True when each guarded input still has the dtype, device and rank the
 // group was built for (and its exact sizes where the type gives them); else
 // the group runs unfused.
+// How a tensor's memory is laid out, which decides the strides of eager's
+// results: row-major, channels-last (4-d/5-d), or another order.
+enum class Layout : int64_t { kRowMajor, kChannelsLast, kOther };
+
+// Dense with `order` (outermost dim first); size-1 dims may have any stride.
+bool dense_in_order(c10::IntArrayRef sizes, c10::IntArrayRef strides, const Dims& order) {
+  int64_t expected = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (sizes[*it] != 1 && strides[*it] != expected) return false;
+    expected *= sizes[*it];
+  }
+  return true;
+}
+
+Dims row_major_order(size_t rank) {
+  Dims order(rank);
+  for (size_t i = 0; i < rank; ++i) order[i] = static_cast<int64_t>(i);
+  return order;
+}
+
+Dims channels_last_order(size_t rank) {
+  Dims order{0};
+  for (size_t i = 2; i < rank; ++i) order.push_back(static_cast<int64_t>(i));
+  order.push_back(1);
+  return order;
+}
+
+// Dims from outermost to innermost stride (ties: the earlier dim outer).
+Dims order_of(c10::IntArrayRef strides) {
+  Dims order = row_major_order(strides.size());
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  return order;
+}
+
+// Eager lays a result out in its inputs' dim order, dense: a slice of a
+// row-major tensor counts as row-major. Size-1 dims are left out of the order.
+Layout layout_of(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  auto rank = sizes.size();
+  bool cl_rank = rank == 4 || rank == 5;
+  if (dense_in_order(sizes, strides, row_major_order(rank))) return Layout::kRowMajor;
+  if (cl_rank && dense_in_order(sizes, strides, channels_last_order(rank)))
+    return Layout::kChannelsLast;
+  auto without_unit_dims = [&](const Dims& order) {
+    Dims kept;
+    for (auto d : order)
+      if (sizes[d] != 1) kept.push_back(d);
+    return kept;
+  };
+  auto order = without_unit_dims(order_of(strides));
+  if (order == without_unit_dims(row_major_order(rank))) return Layout::kRowMajor;
+  if (cl_rank && order == without_unit_dims(channels_last_order(rank)))
+    return Layout::kChannelsLast;
+  return Layout::kOther;
+}
+
+Dims dense_strides(const Dims& sizes, const Dims& order) {
+  Dims strides(sizes.size());
+  int64_t stride = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = stride;
+    stride *= std::max<int64_t>(sizes[*it], 1);
+  }
+  return strides;
+}
+
 bool guard_holds(const std::vector<int64_t>& guarded, const std::vector<c10::TypePtr>& types,
                  const Stack& stack, size_t n) {
   auto inputs = torch::jit::last(stack, n);
@@ -102,6 +169,9 @@ class Kernel {
     if (node->hasAttribute(kAnyLayout))
       for (auto i : node->is(kAnyLayout)) any_layout_.at(i) = true;
     if (node->hasAttribute(kPrepared)) prepared_ = take_prepared(node->i(kPrepared));
+    free_layout_.assign(desc_.inputs.size(), false);
+    if (node->hasAttribute(kFreeLayout))
+      for (auto i : node->is(kFreeLayout)) free_layout_.at(i) = true;
     if (node->hasAttribute(kGuarded)) {
       guarded_ = node->is(kGuarded);
       guard_types_ = node->tys(kTypes);
@@ -118,13 +188,17 @@ class Kernel {
     }
     std::vector<at::Tensor> inputs;
     std::vector<Dims> strides;
+    std::vector<Layout> layouts;
     inputs.reserve(n);
     strides.reserve(n);
+    layouts.reserve(n);
     for (auto& iv : torch::jit::last(stack, n)) {
-      inputs.push_back(bindable(iv.toTensor()));
+      const auto& t = iv.toTensor();
+      layouts.push_back(layout_of(t.sizes(), t.strides()));
+      inputs.push_back(bindable(t));
       strides.push_back(canonical_strides(inputs.back()));
     }
-    auto entry = lookup(inputs, strides);
+    auto entry = lookup(inputs, strides, layouts);
     if (!entry->compiled) {
       ++g_fallbacks;
       return run_fallback(stack);
@@ -162,10 +236,12 @@ class Kernel {
                         : c10::get_channels_last_strides_3d(t.sizes());
   }
 
-  static SpecKey spec_of(const std::vector<at::Tensor>& inputs, const std::vector<Dims>& strides) {
+  static SpecKey spec_of(const std::vector<at::Tensor>& inputs, const std::vector<Dims>& strides,
+                         const std::vector<Layout>& layouts) {
     SpecKey key;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto& t = inputs[i];
+      key.push_back(static_cast<int64_t>(layouts[i]));
       key.push_back(static_cast<int64_t>(t.scalar_type()));
       key.push_back(t.dim());
       key.insert(key.end(), t.sizes().begin(), t.sizes().end());
@@ -175,8 +251,9 @@ class Kernel {
   }
 
   std::shared_ptr<Entry> lookup(const std::vector<at::Tensor>& inputs,
-                                const std::vector<Dims>& strides) {
-    auto key = spec_of(inputs, strides);
+                                const std::vector<Dims>& strides,
+                                const std::vector<Layout>& layouts) {
+    auto key = spec_of(inputs, strides, layouts);
     std::lock_guard<std::mutex> lock(mu_);
     if (last_ && last_key_ == key) {
       ++g_hits;
@@ -189,7 +266,7 @@ class Kernel {
     } else {
       lru_.push_front(key);
       auto entry = std::make_shared<Entry>();
-      compile(*entry, inputs, strides);
+      compile(*entry, inputs, strides, layouts);
       it = cache_.emplace(key, std::make_pair(std::move(entry), lru_.begin())).first;
       // The newest spec always stays; older ones go, least recently used
       // first, past the per-group count or the weight budget of all groups.
@@ -206,8 +283,51 @@ class Kernel {
     return last_;
   }
 
+  // Whether eager would lay out the group's results as in the profiling
+  // runs: every input has the layout it had then (the order of any other
+  // layout than row-major and channels-last only at the very same strides).
+  // An input another group wrote in oneDNN's layout may have any.
+  std::string layout_change(const std::vector<at::Tensor>& inputs,
+                            const std::vector<Layout>& layouts) const {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto& d = desc_.tensors.at(desc_.inputs[i]);
+      if (free_layout_[i] || d.strides.empty() || d.dims.empty()) continue;
+      auto profiled = layout_of(d.dims, d.strides);
+      if (profiled != layouts[i] ||
+          (profiled == Layout::kOther && inputs[i].strides().vec() != d.strides))
+        return "input " + std::to_string(i) + " is laid out otherwise than in the profiling runs";
+    }
+    return {};
+  }
+
+  // At sizes other than the profiled ones, outputs the caller or ATen reads
+  // take the dim order eager gave them in the profiling runs (channels-last
+  // stays channels-last), with the sizes oneDNN inferred; nullopt when each
+  // already has it.
+  std::optional<std::vector<LogicalTensor>> outputs_in_profiled_order(const Compiled& c) const {
+    std::vector<LogicalTensor> lts;
+    bool reordered = false;
+    for (size_t i = 0; i < desc_.outputs.size(); ++i) {
+      const auto& d = desc_.tensors.at(desc_.outputs[i]);
+      const auto& lt = c.outputs[i];
+      auto dims = lt.get_dims();
+      auto strides = lt.get_strides();
+      if (!any_layout_[i] && d.strides.size() == dims.size()) {
+        auto wanted = dense_strides(dims, order_of(d.strides));
+        if (wanted != strides) {
+          strides = wanted;
+          reordered = true;
+        }
+      }
+      lts.emplace_back(lt.get_id(), lt.get_data_type(), dims, strides,
+                       LogicalTensor::property_type::variable);
+    }
+    if (!reordered) return std::nullopt;
+    return lts;
+  }
+
   void compile(Entry& entry, const std::vector<at::Tensor>& inputs,
-               const std::vector<Dims>& strides) {
+               const std::vector<Dims>& strides, const std::vector<Layout>& layouts) {
     auto start = std::chrono::steady_clock::now();
     std::vector<LogicalTensor> in_lts;
     std::string why;
@@ -227,6 +347,7 @@ class Kernel {
       in_lts.emplace_back(d.id, *dtype, t.sizes().vec(), strides[i], property);
       profiled = profiled && t.sizes().vec() == d.dims;
     }
+    if (why.empty()) why = layout_change(inputs, layouts);
     std::optional<Compiled> compiled;
     if (why.empty()) {
       // The partition found with the graph's other groups serves the
@@ -243,6 +364,9 @@ class Kernel {
         compiled.reset();
         why = "oneDNN chose a non-strided output layout";
       }
+      if (compiled && !profiled)
+        if (auto ordered = outputs_in_profiled_order(*compiled))
+          compiled = compile_partition(desc_, in_lts, *ordered, false, nullptr, why);
     }
     ++g_compiles;
     auto us = us_since(start);
@@ -394,6 +518,7 @@ class Kernel {
   const std::shared_ptr<torch::jit::Graph> subgraph_;
   const std::string name_;
   std::vector<bool> any_layout_;  // per output: only other fusion groups read it
+  std::vector<bool> free_layout_;  // per input: another group wrote it in oneDNN's layout
   std::vector<int64_t> guarded_;   // the inputs the guard checks (not the constants)
   std::vector<c10::TypePtr> guard_types_;  // what each guarded input must match
   std::optional<Prepared> prepared_;  // this group's partition, found in the pipeline

@@ -212,3 +212,35 @@ def test_inplace_add_on_a_bf16_conv_result_under_autocast() -> None:
     out, ref, _ = fused_and_eager(model, [torch.randn(1, 3, 9, 7), torch.randn(1)], "bf16")
     assert out.dtype == ref.dtype == torch.bfloat16
     assert_matches(out, ref, "bf16")
+
+
+def test_new_shape_keeps_the_profiled_channels_last_output() -> None:
+    # Found by the fuzzer: at a new batch size the conv's result came back
+    # row-major, so the `.contiguous()` after it aliased it where eager copies.
+    model = Program(lambda self, x: (self.conv(x).contiguous(), self.conv(x)))
+    model.conv = nn.Conv2d(6, 6, (1, 3), (2, 1), (0, 1), groups=6)
+    cl = torch.channels_last
+    module, _, _ = fuse(model, [torch.randn(3, 6, 9, 2).to(memory_format=cl)])
+    x = torch.randn(2, 6, 9, 2).to(memory_format=cl)
+    (copy, out), (ref_copy, ref) = run(module, [x]), eager(model, [x])
+    assert_matches((copy, out), (ref_copy, ref), "fp32")
+    assert out.stride() == ref.stride()
+    assert copy.data_ptr() != out.data_ptr()
+
+
+def test_input_laid_out_otherwise_than_profiled_runs_unfused() -> None:
+    # Found by the fuzzer: profiled with a (1, 5) input (row-major), called with
+    # a transposed (3, 5) one, eager's results are transposed and the
+    # `.contiguous()` copies; a row-major fused result made it an alias instead.
+    def fn(self, x):  # noqa: ANN001, ANN202
+        y = x / self.c - self.c
+        view = y.t()
+        z = y.contiguous().clamp_(-1.0, 1.0)
+        return torch.cat([z.transpose(-1, -2), view], -1)
+
+    model = Program(fn, c=torch.tensor([0.3]))
+    module, _, _ = fuse(model, [torch.randn(5, 1).t()])
+    x = torch.randn(5, 3).t() * 4
+    with pytest.warns(UserWarning, match="laid out otherwise"):
+        out = run(module, [x])
+    assert_matches(out, eager(model, [x]), "fp32")

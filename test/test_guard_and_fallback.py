@@ -47,15 +47,31 @@ def test_new_batch_size_compiles_a_new_partition() -> None:
     assert after["fused_runs"] - before["fused_runs"] == 3
 
 
-def test_new_spatial_size_and_strides() -> None:
+def test_new_spatial_size_stays_fused() -> None:
     model = ConvRelu().eval()
     module, _, _ = runner.fused(model, [torch.randn(1, 3, 16, 16)])
-    for x in (torch.randn(1, 3, 9, 23), torch.randn(1, 3, 16, 16).transpose(2, 3),
-              torch.randn(1, 3, 16, 16).to(memory_format=torch.channels_last),
-              torch.randn(1, 3, 32, 32)[:, :, ::2, ::2]):
+    for x in (torch.randn(1, 3, 9, 23), torch.randn(2, 3, 32, 32),
+              torch.randn(1, 3, 32, 32)[:, :, ::2, ::2]):  # a slice keeps the dim order
         with torch.no_grad():
             torch.testing.assert_close(run(module, x), model(x), rtol=1e-4, atol=1e-5)
     assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
+
+
+def test_input_layout_other_than_profiled_runs_unfused() -> None:
+    # Eager lays its results out after its inputs: a group fed another layout
+    # than in the profiling runs could not give eager's strides (and the
+    # aliasing of a `.contiguous()` after it), so that spec runs unfused.
+    model = ConvRelu().eval()
+    module, _, _ = runner.fused(model, [torch.randn(1, 3, 16, 16)])
+    layouts = (torch.randn(1, 3, 16, 16).transpose(2, 3),
+               torch.randn(1, 3, 16, 16).to(memory_format=torch.channels_last))
+    with pytest.warns(UserWarning, match="laid out otherwise than in the profiling runs"):
+        for x in layouts:
+            with torch.no_grad():
+                out, ref = run(module, x), model(x)
+            torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+            assert out.stride() == ref.stride()
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == len(layouts)
 
 
 def test_cached_spec_is_reused() -> None:

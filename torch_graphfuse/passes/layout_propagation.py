@@ -26,10 +26,16 @@ def _read_only_by_groups(value: torch._C.Value) -> bool:
 
 
 def run(groups: list[torch._C.Node]) -> None:
-    marked = 0
+    marked: set[int] = set()
     for group in groups:
         indices = [i for i, v in enumerate(group.outputs()) if _read_only_by_groups(v)]
         if indices:
             group.is_("any_layout", indices)
-            marked += len(indices)
-    log.update(NAME, f"{marked} group outputs passed to other groups in oneDNN's layout")
+            marked |= {group.outputsAt(i).unique() for i in indices}
+    # Their readers take them in whatever layout oneDNN chose (the kernel
+    # checks the other inputs' layouts against the profiling runs).
+    for group in groups:
+        free = [i for i, v in enumerate(group.inputs()) if v.unique() in marked]
+        if free:
+            group.is_("free_layout", free)
+    log.update(NAME, f"{len(marked)} group outputs passed to other groups in oneDNN's layout")
