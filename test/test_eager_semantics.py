@@ -244,3 +244,15 @@ def test_input_laid_out_otherwise_than_profiled_runs_unfused() -> None:
     with pytest.warns(UserWarning, match="laid out otherwise"):
         out = run(module, [x])
     assert_matches(out, eager(model, [x]), "fp32")
+
+
+@pytest.mark.parametrize("channels", [(5, 10, 5), (8, 16, 8)])
+def test_bf16_depthwise_conv_with_a_channel_multiplier(channels) -> None:  # noqa: ANN001
+    # Found by the fuzzer: oneDNN v3.2's bf16 kernel returns garbage for it on
+    # small channels-last inputs; it stays with ATen.
+    cin, cout, groups = channels
+    model = Program(lambda self, x: self.conv(x) * 2.0)
+    model.conv = nn.Conv2d(cin, cout, (2, 2), (1, 2), (1, 0), groups=groups, bias=False)
+    x = torch.randn(4, cin, 2, 2).to(memory_format=torch.channels_last)
+    out, ref, _ = fused_and_eager(model, [x], "bf16")
+    assert_matches(out, ref, "bf16")

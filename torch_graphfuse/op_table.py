@@ -267,6 +267,13 @@ def _conv(lo: Lowering, stride: int, padding: int, dilation: int, groups: int,
     if any(v is None for _, v in lists):
         raise Unsupported("stride/padding/dilation rank mismatch")
     values = dict(lists)
+    out_channels, per_group = lo.sizes(1)[:2]
+    groups_n = lo.const(groups)
+    if (lo.graph.tensors[lo.input(0)].dtype == "bf16" and groups_n > 1 and per_group == 1
+            and out_channels != groups_n):
+        # Found by the fuzzer: v3.2's bf16 kernel for it returns garbage on
+        # channels-last inputs of small spatial sizes.
+        raise Unsupported("bf16 depthwise convolution with a channel multiplier")
     inputs = [lo.input(0), lo.input(1)]
     if not lo.is_none(2):
         inputs.append(lo.input(2))
