@@ -189,16 +189,19 @@ class Kernel {
     std::vector<at::Tensor> inputs;
     std::vector<Dims> strides;
     std::vector<Layout> layouts;
+    std::vector<Dims> given;  // the strides the inputs came with
     inputs.reserve(n);
     strides.reserve(n);
     layouts.reserve(n);
+    given.reserve(n);
     for (auto& iv : torch::jit::last(stack, n)) {
       const auto& t = iv.toTensor();
       layouts.push_back(layout_of(t.sizes(), t.strides()));
+      given.push_back(t.strides().vec());
       inputs.push_back(bindable(t));
       strides.push_back(canonical_strides(inputs.back()));
     }
-    auto entry = lookup(inputs, strides, layouts);
+    auto entry = lookup(inputs, strides, layouts, given);
     if (!entry->compiled) {
       ++g_fallbacks;
       return run_fallback(stack);
@@ -237,11 +240,13 @@ class Kernel {
   }
 
   static SpecKey spec_of(const std::vector<at::Tensor>& inputs, const std::vector<Dims>& strides,
-                         const std::vector<Layout>& layouts) {
+                         const std::vector<Layout>& layouts, const std::vector<Dims>& given) {
     SpecKey key;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto& t = inputs[i];
       key.push_back(static_cast<int64_t>(layouts[i]));
+      // Another layout is told apart by its exact strides (see layout_change).
+      if (layouts[i] == Layout::kOther) key.insert(key.end(), given[i].begin(), given[i].end());
       key.push_back(static_cast<int64_t>(t.scalar_type()));
       key.push_back(t.dim());
       key.insert(key.end(), t.sizes().begin(), t.sizes().end());
@@ -252,8 +257,9 @@ class Kernel {
 
   std::shared_ptr<Entry> lookup(const std::vector<at::Tensor>& inputs,
                                 const std::vector<Dims>& strides,
-                                const std::vector<Layout>& layouts) {
-    auto key = spec_of(inputs, strides, layouts);
+                                const std::vector<Layout>& layouts,
+                                const std::vector<Dims>& given) {
+    auto key = spec_of(inputs, strides, layouts, given);
     std::lock_guard<std::mutex> lock(mu_);
     if (last_ && last_key_ == key) {
       ++g_hits;
@@ -266,7 +272,7 @@ class Kernel {
     } else {
       lru_.push_front(key);
       auto entry = std::make_shared<Entry>();
-      compile(*entry, inputs, strides, layouts);
+      compile(*entry, inputs, strides, layouts, given);
       it = cache_.emplace(key, std::make_pair(std::move(entry), lru_.begin())).first;
       // The newest spec always stays; older ones go, least recently used
       // first, past the per-group count or the weight budget of all groups.
@@ -288,14 +294,17 @@ class Kernel {
   // layout than row-major and channels-last only at the very same strides).
   // An input another group wrote in oneDNN's layout may have any.
   std::string layout_change(const std::vector<at::Tensor>& inputs,
-                            const std::vector<Layout>& layouts) const {
+                            const std::vector<Layout>& layouts,
+                            const std::vector<Dims>& given) const {
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto& d = desc_.tensors.at(desc_.inputs[i]);
       if (free_layout_[i] || d.strides.empty() || d.dims.empty()) continue;
       auto profiled = layout_of(d.dims, d.strides);
       if (profiled != layouts[i] ||
-          (profiled == Layout::kOther && inputs[i].strides().vec() != d.strides))
-        return "input " + std::to_string(i) + " is laid out otherwise than in the profiling runs";
+          (profiled == Layout::kOther && given[i] != d.strides))
+        return "input " + std::to_string(i) + " is laid out otherwise than in the profiling runs (" +
+               c10::str(inputs[i].sizes(), " strides ", given[i], " against ", d.dims, " strides ",
+                        d.strides) + ")";
     }
     return {};
   }
@@ -327,7 +336,8 @@ class Kernel {
   }
 
   void compile(Entry& entry, const std::vector<at::Tensor>& inputs,
-               const std::vector<Dims>& strides, const std::vector<Layout>& layouts) {
+               const std::vector<Dims>& strides, const std::vector<Layout>& layouts,
+               const std::vector<Dims>& given) {
     auto start = std::chrono::steady_clock::now();
     std::vector<LogicalTensor> in_lts;
     std::string why;
@@ -347,7 +357,7 @@ class Kernel {
       in_lts.emplace_back(d.id, *dtype, t.sizes().vec(), strides[i], property);
       profiled = profiled && t.sizes().vec() == d.dims;
     }
-    if (why.empty()) why = layout_change(inputs, layouts);
+    if (why.empty()) why = layout_change(inputs, layouts, given);
     std::optional<Compiled> compiled;
     if (why.empty()) {
       // The partition found with the graph's other groups serves the

@@ -28,9 +28,9 @@ class Eltwise(nn.Module):
         return torch.sigmoid(x * 2.0 + 1.0)
 
 
-def run(module: torch.jit.ScriptModule, x: torch.Tensor) -> torch.Tensor:
+def run(module: torch.jit.ScriptModule, *xs: torch.Tensor) -> torch.Tensor:
     with torch.no_grad(), torch_graphfuse.fuser():
-        return module(x)
+        return module(*xs)
 
 
 def test_new_batch_size_compiles_a_new_partition() -> None:
@@ -176,3 +176,24 @@ def test_size_is_not_read_across_a_rank_raising_broadcast() -> None:
     x = torch.randn(6)
     _, out, _ = runner.fused(model, [x])
     torch.testing.assert_close(out, model(x))
+
+
+class PermutedHeads(nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        q = x.view(1, 16, 4, 8).permute(0, 2, 1, 3)
+        k = y.view(1, 16, 4, 8).permute(0, 2, 3, 1)
+        return torch.matmul(q, k) / 4.0
+
+
+def test_input_in_the_profiled_permuted_layout_stays_fused() -> None:
+    # Attention heads come as permuted views: a layout neither row-major nor
+    # channels-last, matched by its exact strides (the bound copy's do not count).
+    model = PermutedHeads()
+    module, _, _ = runner.fused(model, [torch.randn(16, 32), torch.randn(16, 32)])
+    before = torch_graphfuse.kernel_stats()
+    for _ in range(3):
+        x, y = torch.randn(16, 32), torch.randn(16, 32)
+        torch.testing.assert_close(run(module, x, y), model(x, y), rtol=1e-4, atol=1e-5)
+    after = torch_graphfuse.kernel_stats()
+    assert after["fallbacks"] == before["fallbacks"]
+    assert after["fused_runs"] - before["fused_runs"] == 3
