@@ -256,3 +256,12 @@ def test_bf16_depthwise_conv_with_a_channel_multiplier(channels) -> None:  # noq
     x = torch.randn(4, cin, 2, 2).to(memory_format=torch.channels_last)
     out, ref, _ = fused_and_eager(model, [x], "bf16")
     assert_matches(out, ref, "bf16")
+
+
+def test_pool_result_scaled_then_added_to_a_full_size_tensor() -> None:
+    # Found by the fuzzer: `c + 2 * pool(x)` (add with alpha) puts a multiply
+    # between the pool and the add; the full-size operand is still misread.
+    model = Program(lambda self, x: torch.add(self.c, F.adaptive_avg_pool2d(x, (7, 1)), alpha=2),
+                    c=torch.randn(2, 8, 7, 1))
+    out, ref, _ = fused_and_eager(model, [torch.randn(2, 8, 7, 8)])
+    assert_matches(out, ref, "fp32")

@@ -115,9 +115,13 @@ def _internal_diamond(ops: list[BackendOp]) -> bool:
 
 
 def _pool_with_full_operand(ops: list[BackendOp], backend: BackendGraph) -> bool:
-    """Whether a binary op combines a pool's result with a tensor that has
-    more than one element per channel."""
-    pooled = {t for op in ops if op.kind in ("AvgPool", "MaxPool") for t in op.outputs}
+    """Whether a binary op combines a pool's result (or one computed from it)
+    with a tensor that has more than one element per channel."""
+    # A pool's result and everything computed from it: its post-op chain.
+    pooled: set[int] = set()
+    for op in sorted(ops, key=lambda op: op.id):  # mapping order: producers first
+        if op.kind in ("AvgPool", "MaxPool") or pooled & set(op.inputs):
+            pooled |= set(op.outputs)
     for op in ops:
         if op.kind in _BINARY_OPS and pooled & set(op.inputs):
             for t in op.inputs:
