@@ -3,31 +3,19 @@ autocast as the seed describes), compare with eager, and report what fused."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import torch
 
 import torch_graphfuse
 from torch_graphfuse.passes.rewrite import group_kinds as group_kinds_of
 from torch_graphfuse.testing import runner
+from torch_graphfuse.testing.runner import precision
 
 DTYPES = ["fp32", "bf16"]
 TOLERANCE = {"fp32": dict(rtol=1e-4, atol=1e-5), "bf16": dict(rtol=2e-2, atol=2e-2)}
 
 
-@contextlib.contextmanager
-def precision(dtype: str) -> Iterator[None]:
-    """fp32, or eager bf16 autocast with TorchScript's own autocast off."""
-    if dtype == "fp32":
-        yield
-        return
-    previous = torch._C._jit_set_autocast_mode(False)
-    try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            yield
-    finally:
-        torch._C._jit_set_autocast_mode(previous)
 
 
 def fuse(model: torch.nn.Module, inputs: Sequence[torch.Tensor], dtype: str = "fp32",

@@ -45,6 +45,7 @@ from torch import nn
 
 import torch_graphfuse
 from torch_graphfuse.testing import runner
+from torch_graphfuse.testing.runner import precision
 
 T = TypeVar("T")
 Tensor = torch.Tensor
@@ -521,18 +522,6 @@ class Evaluator:
         self.meta.pop()
 
 
-@contextlib.contextmanager
-def precision(dtype: str) -> Iterator[None]:
-    """fp32, or eager bf16 autocast with TorchScript's own autocast off (as README)."""
-    if dtype == "fp32":
-        yield
-        return
-    previous = torch._C._jit_set_autocast_mode(False)
-    try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            yield
-    finally:
-        torch._C._jit_set_autocast_mode(previous)
 
 
 # ----------------------------------------------------------------- conditioning

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
@@ -13,6 +14,20 @@ from torch_graphfuse.passes.graph_utils import all_nodes
 from torch_graphfuse.passes.rewrite import FUSION_GROUP, group_kinds
 
 PROFILING_RUNS = 2
+
+
+@contextlib.contextmanager
+def precision(dtype: str) -> Iterator[None]:
+    """fp32, or eager bf16 autocast with TorchScript's own autocast off (as the README says)."""
+    if dtype == "fp32":
+        yield
+        return
+    previous = torch._C._jit_set_autocast_mode(False)
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            yield
+    finally:
+        torch._C._jit_set_autocast_mode(previous)
 
 
 def freeze(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> torch.jit.ScriptModule:
