@@ -10,6 +10,17 @@ import torch
 SCALAR_TYPE_CODE = {torch.float32: 6, torch.bfloat16: 15, torch.float64: 7, torch.float16: 5}
 
 
+def insert_cast(graph: torch._C.Graph, value: torch._C.Value, dtype: torch.dtype,
+                before: torch._C.Node) -> torch._C.Node:
+    """An `aten::to(value, dtype)` node before `before`, typed as value's type in `dtype`."""
+    with graph.insert_point_guard(before):
+        args = [value, graph.insertConstant(SCALAR_TYPE_CODE[dtype]), graph.insertConstant(False),
+                graph.insertConstant(False), graph.insertConstant(None)]
+        cast = graph.insertNode(graph.create("aten::to", args, 1))
+    cast.output().setType(value.type().with_dtype(dtype))
+    return cast
+
+
 def all_nodes(block: torch._C.Block) -> list[torch._C.Node]:
     """Every node of `block` and of the blocks nested in it, in order."""
     nodes = []

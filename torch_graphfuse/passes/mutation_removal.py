@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from .graph_utils import SCALAR_TYPE_CODE, all_nodes
+from .graph_utils import all_nodes, insert_cast
 
 
 def _is_inplace(node: torch._C.Node) -> bool:
@@ -39,11 +39,15 @@ def _dummy(t: torch._C.TensorType) -> torch.Tensor:
     return torch.empty([1] * t.dim(), dtype=t.dtype())
 
 
-def _promoting(graph: torch._C.Graph) -> dict[tuple[str, tuple[int, ...]], torch.dtype | None]:
+# Functional form and input ids -> (self's dtype, the promoted dtype), or None
+# where a profiled dtype is missing.
+Promoting = dict[tuple[str, tuple[int, ...]], tuple[torch.dtype, torch.dtype] | None]
+
+
+def _promoting(graph: torch._C.Graph) -> Promoting:
     """In-place ops whose functional form may compute in another dtype than
-    `self`'s (a bf16 tensor += an f32 one): functional form and inputs -> self's
-    dtype (None where a profiled dtype is missing)."""
-    found: dict[tuple[str, tuple[int, ...]], torch.dtype | None] = {}
+    `self`'s (a bf16 tensor += an f32 one)."""
+    found: Promoting = {}
     for node in all_nodes(graph.block()):
         types = [v.type() for v in node.inputs() if isinstance(v.type(), torch._C.TensorType)]
         if not _is_inplace(node) or len(types) < 2:
@@ -51,34 +55,28 @@ def _promoting(graph: torch._C.Graph) -> dict[tuple[str, tuple[int, ...]], torch
         key = (node.kind()[:-1], tuple(v.unique() for v in node.inputs()))
         if any(t.dtype() is None or t.dim() is None for t in types):
             found[key] = None
-        elif torch.result_type(*[_dummy(t) for t in types[:2]]) != types[0].dtype():
-            found[key] = types[0].dtype()
+            continue
+        promoted = torch.result_type(*[_dummy(t) for t in types[:2]])
+        if promoted != types[0].dtype():
+            found[key] = (types[0].dtype(), promoted)
     return found
 
 
-def _cast_back(graph: torch._C.Graph,
-               promoting: dict[tuple[str, tuple[int, ...]], torch.dtype | None]) -> None:
+def _cast_back(graph: torch._C.Graph, promoting: Promoting) -> None:
     """`a.add_(b)` computes in the promoted dtype and rounds into `a`'s: its
     functional form gets a cast back to `a`'s dtype (`type_as` where unknown)."""
     for node in all_nodes(graph.block()):
         key = (node.kind(), tuple(v.unique() for v in node.inputs()))
         if key not in promoting or node.outputsSize() != 1:
             continue
-        dtype, out = promoting[key], node.output()
-        with graph.insert_point_guard(node):
-            if dtype is None:
+        dtypes, out = promoting[key], node.output()
+        if dtypes is None:
+            with graph.insert_point_guard(node):
                 cast = graph.insertNode(graph.create("aten::type_as", [out, node.inputsAt(0)], 1))
-                cast.output().setType(node.inputsAt(0).type())
-            else:
-                types = [v.type() for v in node.inputs()
-                         if isinstance(v.type(), torch._C.TensorType)]
-                out.setType(out.type().with_dtype(
-                    torch.result_type(*[_dummy(t) for t in types[:2]])))
-                args = [out, graph.insertConstant(SCALAR_TYPE_CODE[dtype]),
-                        graph.insertConstant(False), graph.insertConstant(False),
-                        graph.insertConstant(None)]
-                cast = graph.insertNode(graph.create("aten::to", args, 1))
-                cast.output().setType(out.type().with_dtype(dtype))
+            cast.output().setType(node.inputsAt(0).type())
+        else:
+            out.setType(out.type().with_dtype(dtypes[1]))
+            cast = insert_cast(graph, out, dtypes[0], node)
         cast.moveAfter(node)
         out.replaceAllUsesAfterNodeWith(cast, cast.output())
 

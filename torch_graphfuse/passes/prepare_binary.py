@@ -23,7 +23,7 @@ import numbers
 import torch
 
 from ..backend_desc import BACKEND_DTYPES
-from .graph_utils import SCALAR_TYPE_CODE, all_nodes, constant_number
+from .graph_utils import all_nodes, constant_number, insert_cast
 
 BINARY_KINDS = ("aten::add", "aten::sub", "aten::mul", "aten::div")
 _IDENTITY = {"aten::sub": 0, "aten::mul": 1, "aten::div": 1}
@@ -71,13 +71,7 @@ def _cast_operands(graph: torch._C.Graph, node: torch._C.Node, dtype: torch.dtyp
             continue
         if t.dtype() not in BACKEND_DTYPES or t.sizes() is None:
             continue
-        with graph.insert_point_guard(node):
-            args = [value, graph.insertConstant(SCALAR_TYPE_CODE[dtype]),
-                    graph.insertConstant(False), graph.insertConstant(False),
-                    graph.insertConstant(None)]
-            cast = graph.insertNode(graph.create("aten::to", args, 1))
-        cast.output().setType(t.with_dtype(dtype))
-        node.replaceInput(i, cast.output())
+        node.replaceInput(i, insert_cast(graph, value, dtype, node).output())
 
 
 def _unobservable(alias_db: torch._C.AliasDb, graph: torch._C.Graph,
