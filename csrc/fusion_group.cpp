@@ -67,9 +67,6 @@ struct Entry {
   bool executed = false;  // the first execution also prepares the constant weights
 };
 
-// True when each guarded input still has the dtype, device and rank the
-// group was built for (and its exact sizes where the type gives them); else
-// the group runs unfused.
 // How a tensor's memory is laid out, which decides the strides of eager's
 // results: row-major, channels-last (4-d/5-d), or another order.
 enum class Layout : int64_t { kRowMajor, kChannelsLast, kOther };
@@ -136,6 +133,9 @@ Dims dense_strides(const Dims& sizes, const Dims& order) {
   return strides;
 }
 
+// True when each guarded input still has the dtype, device and rank the
+// group was built for (and its exact sizes where the type gives them); else
+// the group runs unfused.
 bool guard_holds(const std::vector<int64_t>& guarded, const std::vector<c10::TypePtr>& types,
                  const Stack& stack, size_t n) {
   auto inputs = torch::jit::last(stack, n);
@@ -189,15 +189,15 @@ class Kernel {
     std::vector<at::Tensor> inputs;
     std::vector<Dims> strides;
     std::vector<Layout> layouts;
-    std::vector<Dims> given;  // the strides the inputs came with
+    std::vector<Dims> given;  // the strides an input of another layout came with
     inputs.reserve(n);
     strides.reserve(n);
     layouts.reserve(n);
     given.reserve(n);
     for (auto& iv : torch::jit::last(stack, n)) {
       const auto& t = iv.toTensor();
-      layouts.push_back(layout_of(t.sizes(), t.strides()));
-      given.push_back(t.strides().vec());
+      layouts.push_back(input_layout(t));
+      given.push_back(layouts.back() == Layout::kOther ? t.strides().vec() : Dims{});
       inputs.push_back(bindable(t));
       strides.push_back(canonical_strides(inputs.back()));
     }
@@ -221,6 +221,13 @@ class Kernel {
     if (t.dim() == 0) return t.reshape({1});
     if (t.is_contiguous() || channels_last(t)) return t;
     return t.contiguous();
+  }
+
+  // torch keeps the first two answers as flags: no work on the usual path.
+  static Layout input_layout(const at::Tensor& t) {
+    if (t.is_contiguous()) return Layout::kRowMajor;
+    if (channels_last(t)) return Layout::kChannelsLast;
+    return layout_of(t.sizes(), t.strides());
   }
 
   static bool channels_last(const at::Tensor& t) {
