@@ -4,6 +4,8 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/isfinite.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/MemoryFormat.h>
 #include <c10/util/hash.h>
@@ -33,8 +35,9 @@ const auto kGuarded = c10::Symbol::attr("guarded");
 const auto kAnyLayout = c10::Symbol::attr("any_layout");
 const auto kPrepared = c10::Symbol::attr("prepared");
 const auto kFreeLayout = c10::Symbol::attr("free_layout");
+const auto kFiniteInputs = c10::Symbol::attr("finite_inputs");
 std::atomic<size_t> g_compiles{0}, g_hits{0}, g_fallbacks{0}, g_fused{0}, g_inplace{0},
-    g_compile_us{0}, g_first_run_us{0}, g_evictions{0};
+    g_compile_us{0}, g_first_run_us{0}, g_evictions{0}, g_nonfinite{0};
 // Bytes of constant weights bound by the cached compiled partitions of all
 // groups: oneDNN keeps a reordered copy of them per compiled partition.
 std::atomic<size_t> g_weight_bytes{0};
@@ -162,7 +165,10 @@ class Kernel {
       : desc_(GraphDesc::parse(node->s(kDesc))),
         subgraph_(node->g(kSubgraph)),
         name_("graphfuse::FusionGroup_" + std::to_string(reinterpret_cast<uintptr_t>(node))) {
-    TORCH_CHECK(desc_.inputs.size() == node->inputs().size() &&
+    // A group whose mapping assumes finite graph inputs (see
+    // passes/finite_guard.py) takes graphfuse::all_finite's answer last.
+    finite_flag_ = node->hasAttribute(kFiniteInputs);
+    TORCH_CHECK(desc_.inputs.size() + finite_flag_ == node->inputs().size() &&
                     desc_.outputs.size() == node->outputs().size(),
                 "graphfuse::FusionGroup: description ports do not match the node");
     any_layout_.assign(desc_.outputs.size(), false);
@@ -181,6 +187,15 @@ class Kernel {
   }
 
   void run(Stack& stack) {
+    if (finite_flag_) {
+      bool finite = stack.back().toBool();
+      stack.pop_back();
+      if (!finite) {
+        ++g_nonfinite;
+        ++g_fallbacks;
+        return run_fallback(stack);
+      }
+    }
     auto n = desc_.inputs.size();
     if (!guard_holds(guarded_, guard_types_, stack, n)) {
       ++g_fallbacks;
@@ -538,6 +553,7 @@ class Kernel {
   std::vector<bool> free_layout_;  // per input: another group wrote it in oneDNN's layout
   std::vector<int64_t> guarded_;   // the inputs the guard checks (not the constants)
   std::vector<c10::TypePtr> guard_types_;  // what each guarded input must match
+  bool finite_flag_ = false;  // the last input says whether the assumed inputs are finite
   std::optional<Prepared> prepared_;  // this group's partition, found in the pipeline
   std::mutex mu_;
   std::list<SpecKey> lru_;
@@ -551,7 +567,55 @@ class Kernel {
   std::unique_ptr<torch::jit::Code> fallback_;
 };
 
+// Whether every element of `t` is finite: a scan of the exponent bits,
+// parallel over chunks, that stops at the first chunk holding NaN or inf.
+template <typename Bits>
+bool finite_bits(const Bits* data, int64_t n, Bits exponent) {
+  std::atomic<bool> finite{true};
+  at::parallel_for(0, n, 1 << 16, [&](int64_t begin, int64_t end) {
+    for (int64_t start = begin; start < end && finite.load(std::memory_order_relaxed);
+         start += 1 << 14) {
+      bool special = false;
+      for (int64_t i = start, stop = std::min(end, start + (1 << 14)); i < stop; ++i)
+        special |= (data[i] & exponent) == exponent;
+      if (special) finite = false;
+    }
+  });
+  return finite.load();
+}
+
+bool all_finite(const at::Tensor& t) {
+  if (!t.is_floating_point()) return true;
+  if (t.device().type() != c10::DeviceType::CPU || !t.is_non_overlapping_and_dense())
+    return at::isfinite(t).all().item<bool>();
+  // Dense in some order: every element is in the storage span once.
+  switch (t.scalar_type()) {
+    case c10::ScalarType::Float:
+      return finite_bits(static_cast<const uint32_t*>(t.data_ptr()), t.numel(), 0x7f800000u);
+    case c10::ScalarType::BFloat16:
+      return finite_bits(static_cast<const uint16_t*>(t.data_ptr()), t.numel(),
+                         static_cast<uint16_t>(0x7f80));
+    case c10::ScalarType::Half:
+      return finite_bits(static_cast<const uint16_t*>(t.data_ptr()), t.numel(),
+                         static_cast<uint16_t>(0x7c00));
+    case c10::ScalarType::Double:
+      return finite_bits(static_cast<const uint64_t*>(t.data_ptr()), t.numel(),
+                         static_cast<uint64_t>(0x7ff0000000000000ull));
+    default:
+      return at::isfinite(t).all().item<bool>();
+  }
+}
+
 torch::jit::RegisterOperators register_ops({
+    torch::jit::Operator(
+        "graphfuse::all_finite(Tensor[] tensors) -> bool",
+        [](Stack& stack) {
+          auto tensors = torch::jit::pop(stack).toTensorVector();
+          bool finite = std::all_of(tensors.begin(), tensors.end(),
+                                    [](const at::Tensor& t) { return all_finite(t); });
+          torch::jit::push(stack, finite);
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
     torch::jit::Operator(
         c10::Symbol::fromQualString("graphfuse::FusionGroup"),
         [](const Node* node) -> torch::jit::Operation {
@@ -576,7 +640,8 @@ KernelStats kernel_stats() {
   auto pool = pool_stats();
   return {g_compiles.load(),   g_hits.load(),     g_fallbacks.load(),    g_fused.load(),
           pool.reused,         g_inplace.load(),  pool.idle_bytes,       g_compile_us.load(),
-          g_first_run_us.load(), g_evictions.load(), g_weight_bytes.load(), pool.aged_out};
+          g_first_run_us.load(), g_evictions.load(), g_weight_bytes.load(), pool.aged_out,
+          g_nonfinite.load()};
 }
 
 void reset_kernel_stats() {
@@ -589,6 +654,7 @@ void reset_kernel_stats() {
   g_compile_us = 0;
   g_first_run_us = 0;
   g_evictions = 0;
+  g_nonfinite = 0;
 }
 
 }  // namespace graphfuse

@@ -28,6 +28,7 @@ struct KernelStats {
   size_t evictions = 0;       // compiled specs dropped to stay within the budget
   size_t cached_weight_bytes = 0;  // constant weights bound by the cached compiled specs
   size_t aged_out_buffers = 0;     // idle pooled buffers freed for not being reused
+  size_t nonfinite_fallbacks = 0;  // unfused runs because an input assumed finite was not
 };
 KernelStats kernel_stats();
 void reset_kernel_stats();

@@ -103,6 +103,7 @@ PYBIND11_MODULE(_C, m) {
     d["evictions"] = s.evictions;
     d["cached_weight_bytes"] = s.cached_weight_bytes;
     d["aged_out_buffers"] = s.aged_out_buffers;
+    d["nonfinite_fallbacks"] = s.nonfinite_fallbacks;
     return d;
   });
   m.def("_memory_budget", [] {

@@ -52,6 +52,19 @@ def check(model: torch.nn.Module, inputs: Sequence[torch.Tensor], dtype: str = "
     return graph
 
 
+def check_nonfinite_call(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
+                        nonfinite: Sequence[torch.Tensor], dtype: str = "fp32") -> torch._C.Graph:
+    """Fuse on finite `inputs`, then call with `nonfinite` ones (NaN/inf): the
+    groups that assume finite inputs run unfused, so the result is eager's,
+    NaN positions included."""
+    module, _, graph = fuse(model, inputs, dtype)
+    torch_graphfuse.reset_kernel_stats()
+    out = run(module, [t.clone() for t in nonfinite], dtype)
+    assert_matches(out, eager(model, [t.clone() for t in nonfinite], dtype), dtype)
+    assert torch_graphfuse.kernel_stats()["nonfinite_fallbacks"] > 0
+    return graph
+
+
 def unfused(graph: torch._C.Graph, dtype: str) -> list[str]:
     """Aten ops left outside fusion groups; under bf16 autocast, less the casts
     autocast put on the graph's inputs (a lone cast is not worth a partition)."""

@@ -6,7 +6,16 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from fusion_check import DTYPES, assert_matches, check, eager, fuse, group_kinds, unfused
+from fusion_check import (
+    DTYPES,
+    assert_matches,
+    check,
+    check_nonfinite_call,
+    eager,
+    fuse,
+    group_kinds,
+    unfused,
+)
 from torch import nn
 from torch.nn import functional as F
 
@@ -122,10 +131,10 @@ def test_conv_silu(dtype: str, channels_last: bool) -> None:
     assert group_kinds(graph) == [["aten::_convolution", "aten::silu"]]
 
 
-# Left with ATen (op_table.NOT_MAPPED): oneDNN v3.2's clamp family returns a
-# bound for NaN, its exp +inf and its logistic 0 in some kernels. The
-# convolution still fuses, alone.
-NAN_UNSAFE_ELTWISE: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], str]] = {
+# oneDNN v3.2's clamp family returns a bound for NaN, its exp +inf and its
+# logistic 0 in some kernels: these map only where their input is proven
+# finite (passes/finiteness), here a convolution of a checked graph input.
+FINITE_ONLY_ELTWISE: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], str]] = {
     "relu6": (F.relu6, "aten::relu6"),
     "hardtanh": (F.hardtanh, "aten::hardtanh"),
     "hardtanh_bounds": (lambda x: F.hardtanh(x, -2.0, 2.0), "aten::hardtanh"),
@@ -141,9 +150,9 @@ NAN_UNSAFE_ELTWISE: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], str]
     "clamp_min_only": (lambda x: torch.clamp(x, min=0.0), "aten::clamp"),
     "clamp_max_only": (lambda x: torch.clamp(x, max=0.5), "aten::clamp"),
     "clamp_int_bounds": (lambda x: torch.clamp(x, -1, 2), "aten::clamp"),
-    "clamp_infinite_max": (lambda x: torch.clamp(x, 0.0, float("inf")), "aten::clamp"),
     "clamp_min": (lambda x: torch.clamp_min(x, 0.1), "aten::clamp_min"),
     "clamp_max": (lambda x: torch.clamp_max(x, 0.1), "aten::clamp_max"),
+    "relu": (torch.relu, "aten::relu"),
 }
 
 
@@ -154,10 +163,18 @@ def with_nan(x: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name", sorted(NAN_UNSAFE_ELTWISE))
-def test_conv_nan_unsafe_eltwise_stays_with_aten(dtype: str, name: str) -> None:
-    fn, kind = NAN_UNSAFE_ELTWISE[name]
-    graph = check(Conv(fn), [with_nan(torch.randn(1, 4, 12, 12))], dtype, groups=1, left=[kind])
+@pytest.mark.parametrize("name", sorted(FINITE_ONLY_ELTWISE))
+def test_conv_finite_only_eltwise_fuses_and_runs_unfused_on_nan(dtype: str, name: str) -> None:
+    fn, _ = FINITE_ONLY_ELTWISE[name]
+    x = torch.randn(1, 4, 12, 12)
+    check(Conv(fn), [x], dtype, groups=1, left=[])
+    check_nonfinite_call(Conv(fn), [x], [with_nan(x.clone())], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_conv_clamp_with_an_infinite_bound_stays_with_aten(dtype: str) -> None:
+    model = Conv(lambda x: torch.clamp(x, 0.0, float("inf")))
+    graph = check(model, [torch.randn(1, 4, 12, 12)], dtype, groups=1, left=["aten::clamp"])
     assert group_kinds(graph) == [["aten::_convolution"]]
 
 
@@ -191,13 +208,13 @@ class BnRelu(nn.Module):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_bn_relu_stays_with_aten_as_onednn_relu_loses_nan(dtype: str) -> None:
+def test_bn_relu_fuses_on_a_checked_input(dtype: str) -> None:
     # A batch norm with no convolution before it stays a batch norm. oneDNN's
     # batch norm pattern takes only its own ReLU post-op, which turns NaN into
-    # 0; relu is mapped as Elu(alpha=0) + Abs to keep NaN, which the pattern
-    # does not take, and a lone batch norm or relu is not worth a partition.
-    check(BnRelu(), [with_nan(torch.randn(2, 4, 6, 6))], dtype, groups=0,
-          left=["aten::batch_norm", "aten::relu"])
+    # 0: it is taken because the input is checked finite per call.
+    x = torch.randn(2, 4, 6, 6)
+    check(BnRelu(), [x], dtype, groups=1, left=[])
+    check_nonfinite_call(BnRelu(), [x], [with_nan(x.clone())], dtype)
 
 
 class ConvBnSumRelu(nn.Module):

@@ -51,27 +51,6 @@ def test_conv2d_bn_relu_is_one_group() -> None:
     check(ConvBnRelu(), [torch.randn(2, 4, 16, 16)], groups=1)
 
 
-class BnRelu(nn.Module):
-    """A batch norm freeze cannot fold (no convolution before it)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.bn = nn.BatchNorm2d(4)
-        with torch.no_grad():
-            self.bn.running_mean.uniform_(-1, 1)
-            self.bn.running_var.uniform_(0.5, 2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(self.bn(x))
-
-
-def test_batch_norm_relu_stays_with_aten_as_onednn_relu_loses_nan() -> None:
-    # oneDNN's batch norm pattern takes only its ReLU post-op (NaN -> 0); relu
-    # is mapped as Elu + Abs to keep NaN, which the pattern does not take.
-    check(BnRelu(), [torch.randn(2, 4, 8, 8)], groups=0,
-          left=["aten::batch_norm", "aten::relu"])
-
-
 class LinearGelu(nn.Module):
     def __init__(self, bias: bool = True) -> None:
         super().__init__()
@@ -177,11 +156,9 @@ class InplaceEltwise(nn.Module):
 
 
 def test_inplace_eltwise_ops_are_made_functional_and_fused() -> None:
-    # relu is two backend ops (Elu + Abs): with mul and abs that is as many
-    # post-ops as the convolution takes, and tanh is left, made functional.
-    graph = check(InplaceEltwise(), [torch.randn(1, 4, 8, 8)], groups=1, left=["aten::tanh"])
+    graph = check(InplaceEltwise(), [torch.randn(1, 4, 8, 8)], groups=1, left=[])
     assert sorted(runner.fused_kinds(graph)) == sorted(
-        ["aten::_convolution", "aten::relu", "aten::mul", "aten::abs"])
+        ["aten::_convolution", "aten::relu", "aten::mul", "aten::abs", "aten::tanh"])
 
 
 def test_channels_last_input() -> None:

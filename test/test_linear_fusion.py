@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from fusion_check import DTYPES, check, group_kinds
-from test_conv_fusion import ELTWISE, NAN_UNSAFE_ELTWISE
+from fusion_check import DTYPES, check, check_nonfinite_call, group_kinds
+from test_conv_fusion import ELTWISE, FINITE_ONLY_ELTWISE
 from torch import nn
 from torch.nn import functional as F
 
@@ -39,14 +39,15 @@ def test_linear_eltwise(dtype: str, name: str) -> None:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name", sorted(NAN_UNSAFE_ELTWISE))
-def test_linear_nan_unsafe_eltwise_stays_with_aten(dtype: str, name: str) -> None:
-    # The clamp family and exp are left with ATen (NaN); the linear fuses alone.
-    fn, kind = NAN_UNSAFE_ELTWISE[name]
+@pytest.mark.parametrize("name", sorted(FINITE_ONLY_ELTWISE))
+def test_linear_finite_only_eltwise_fuses_and_runs_unfused_on_nan(dtype: str, name: str) -> None:
+    fn, _ = FINITE_ONLY_ELTWISE[name]
     x = torch.randn(4, 16)
-    x[1, 3] = float("nan")
-    graph = check(Linear(fn), [x], dtype, groups=1, left=[kind])
-    assert group_kinds(graph) == [["aten::linear"]]
+    graph = check(Linear(fn), [x], dtype, groups=1, left=[])
+    assert "aten::linear" in group_kinds(graph)[0]
+    x_nan = x.clone()
+    x_nan[1, 3] = float("nan")
+    check_nonfinite_call(Linear(fn), [x], [x_nan], dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -124,10 +125,6 @@ def test_addmm(dtype: str, beta: float) -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("beta,alpha", [(1, 2.0), (0.25, -1.5)])
-def test_addmm_with_alpha_and_relu_stays_with_aten(dtype: str, beta: float,
-                                                   alpha: float) -> None:
-    # mm * alpha + bias, then relu (Elu + Abs): the post-op chain is too long,
-    # oneDNN splits relu's two backend ops across partitions, and the plugin
-    # leaves such a region to ATen.
-    check(Addmm(beta, alpha), [torch.randn(4, 8)], dtype, groups=0,
-          left=["aten::add", "aten::mm", "aten::mul", "aten::relu"])
+def test_addmm_with_alpha_and_relu(dtype: str, beta: float, alpha: float) -> None:
+    # decompose makes it mm * alpha + beta * bias, then relu: one partition.
+    check(Addmm(beta, alpha), [torch.randn(4, 8)], dtype, groups=1, left=[])

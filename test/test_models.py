@@ -33,16 +33,6 @@ BLOCKS: dict[str, tuple[Callable[[], nn.Module], Callable[[], list[torch.Tensor]
                    lambda: list(transformer.bert_inputs(2, 16, 128, padding=3))),
 }
 
-# Left with ATen: max pooling (oneDNN v3.2 skips NaN), and a batch norm with no
-# convolution before it with its relu (oneDNN's batch norm pattern takes only
-# its ReLU post-op, which turns NaN into 0).
-STAYS_WITH_ATEN: dict[str, list[str]] = {
-    "resnet_basic": ["aten::max_pool2d"],
-    "resnet_bottleneck": ["aten::max_pool2d"],
-    "densenet": ["aten::batch_norm", "aten::relu"] * 3,
-}
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", sorted(BLOCKS))
 def test_model_block(dtype: str, name: str) -> None:
@@ -51,5 +41,5 @@ def test_model_block(dtype: str, name: str) -> None:
     model, inputs = make_model().eval(), make_inputs()
     graph = check(model, inputs, dtype, left=None)
     left = sorted(k for k in unfused(graph, dtype) if k in MUST_FUSE)
-    assert left == sorted(STAYS_WITH_ATEN.get(name, [])), \
+    assert left == [], \
         f"{name} ({dtype}) left {left} unfused:\n{graph}"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from fusion_check import DTYPES, check, group_kinds
+from fusion_check import DTYPES, check, check_nonfinite_call, group_kinds
 from torch import nn
 from torch.nn import functional as F
 
@@ -56,13 +56,16 @@ def test_softmax_fuses_after_a_binary_op(dtype: str, dim: int) -> None:
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kernel,stride,padding", [(2, 2, 0), (3, 2, 1)])
 @pytest.mark.parametrize("ceil_mode", [False, True])
-def test_max_pool2d_stays_with_aten(dtype: str, kernel: int, stride: int, padding: int,
-                                    ceil_mode: bool) -> None:
-    # oneDNN v3.2's max pooling skips NaN and gives -FLT_MAX for -inf.
+def test_max_pool2d_runs_unfused_on_nan_and_inf(dtype: str, kernel: int, stride: int,
+                                                padding: int, ceil_mode: bool) -> None:
+    # oneDNN v3.2's max pooling skips NaN and gives -FLT_MAX for -inf: it is
+    # taken on a checked input, and a call with NaN or -inf runs unfused.
     model = Fn(lambda x: F.max_pool2d(x, kernel, stride, padding, ceil_mode=ceil_mode))
     x = torch.randn(2, 4, 11, 11)
-    x[0, 0, 0, 0], x[0, 1, :4, :4] = float("nan"), float("-inf")
-    check(model, [x], dtype, groups=0, left=["aten::max_pool2d"])
+    check(model, [x], dtype, groups=1, left=[])
+    special = x.clone()
+    special[0, 0, 0, 0], special[0, 1, :4, :4] = float("nan"), float("-inf")
+    check_nonfinite_call(model, [x], [special], dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -102,9 +105,7 @@ class ConvPool(nn.Module):
 @pytest.mark.parametrize("pool", [nn.MaxPool2d(3, 2, 1), nn.AdaptiveAvgPool2d(1),
                                   nn.AdaptiveAvgPool2d((2, 4))], ids=str)
 def test_conv_then_pool(dtype: str, pool: nn.Module) -> None:
-    # Max pooling stays with ATen; the conv+relu before it still fuses.
-    left = ["aten::max_pool2d"] if isinstance(pool, nn.MaxPool2d) else []
-    check(ConvPool(pool), [torch.randn(1, 3, 16, 16)], dtype, left=left)
+    check(ConvPool(pool), [torch.randn(1, 3, 16, 16)], dtype, left=[])
 
 
 def test_adaptive_pool_that_is_not_plain_stays_unfused() -> None:

@@ -51,6 +51,8 @@ class BackendOp:
     absorbed: list[torch._C.Node] = field(default_factory=list)
     # Right for the profiled sizes only (see op_table.Entry.static_shapes).
     static_shapes: bool = False
+    # Right only while these graph inputs are finite (see passes/finiteness).
+    assumes_finite: frozenset[int] = frozenset()
 
     def line(self) -> str:
         parts = ["o", str(self.id), self.kind, str(len(self.inputs)), *map(str, self.inputs)]

@@ -10,6 +10,7 @@ wildcard.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 
 from .backend_desc import BACKEND_DTYPES, BackendGraph, TensorSpec
+from .passes.finiteness import Facts
 
 
 class Unsupported(Exception):
@@ -49,11 +51,14 @@ def tensor_spec(value: torch._C.Value) -> TensorSpec:
 class Lowering:
     """What a table entry sees of one JIT node while mapping it."""
 
-    def __init__(self, graph: BackendGraph, node: torch._C.Node) -> None:
+    def __init__(self, graph: BackendGraph, node: torch._C.Node, facts: Facts) -> None:
         self.graph = graph
         self.node = node
+        self.facts = facts
         self.absorbed: list[torch._C.Node] = []  # list nodes taken in by the mapping
         self.pinned = False  # the mapping used profiled sizes: guard exact sizes
+        # Graph inputs the mapping assumes finite: the group checks them per call.
+        self.assumes_finite: frozenset[int] = frozenset()
 
     # -- tensors ---------------------------------------------------------
     def _tensor(self, value: torch._C.Value, what: str) -> int:
@@ -124,6 +129,16 @@ class Lowering:
     def n_inputs(self) -> int:
         return self.node.inputsSize()
 
+    def finite(self, i: int) -> bool:
+        """Whether input i holds only finite numbers when the graph inputs
+        that passes/finiteness assumed do; a True answer makes the group
+        check those inputs per call (passes/finite_guard)."""
+        assumed = self.facts.get(self.node.inputsAt(i).unique())
+        if assumed is None:
+            return False
+        self.assumes_finite |= assumed
+        return True
+
     # -- emission -----------------------------------------------------------
     def emit(self, kind: str, inputs: list[int], outputs: list[int], **attrs: Any) -> None:
         self.graph.add_op(kind, inputs, outputs, attrs, self.node)
@@ -140,31 +155,27 @@ class Entry:
     # Index of a Tensor[] argument built by prim::ListConstruct, which the
     # mapping takes in (the list node joins the node's partition).
     list_input: int | None = None
+    # Where oneDNN v3.2 differs from eager on NaN or infinity: mapped only
+    # when its input is proven finite (passes/finiteness), else left with
+    # ATen for this reason.
+    finite_only: str | None = None
 
 
 LOWERINGS: dict[str, Entry] = {}
 
-# Ops deliberately left with ATen: oneDNN v3.2 computes them differently from
-# eager in some case (the reason the fusion report gives).
-NOT_MAPPED: dict[str, str] = {
-    **dict.fromkeys(
-        ["aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::hardtanh", "aten::relu6",
-         "aten::hardsigmoid"],
-        "oneDNN v3.2's clamp returns a bound for NaN"),
-    "aten::exp": "oneDNN v3.2's exp returns +inf for NaN",
-    "aten::sigmoid": "oneDNN v3.2's logistic returns 0 for NaN in some of its kernels",
-    **dict.fromkeys(
-        ["aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"],
-        "oneDNN v3.2's softmax loses the NaN of a row holding NaN or +inf"),
-    "aten::max_pool2d": "oneDNN v3.2's max pooling skips NaN and gives -FLT_MAX for -inf",
-}
+# Why oneDNN v3.2's op for an aten op is right on finite inputs only.
+CLAMP_LOSES_NAN = "oneDNN v3.2's clamp returns a bound for NaN"
+EXP_LOSES_NAN = "oneDNN v3.2's exp returns +inf for NaN"
+LOGISTIC_LOSES_NAN = "oneDNN v3.2's logistic returns 0 for NaN in some of its kernels"
+SOFTMAX_LOSES_NAN = "oneDNN v3.2's softmax loses the NaN of a row holding NaN or +inf"
+MAX_POOL_LOSES_NAN = "oneDNN v3.2's max pooling skips NaN and gives -FLT_MAX for -inf"
 
 
 def lowering(*kinds: str, worth_alone: bool = False, static_shapes: bool = False,
-             list_input: int | None = None) -> Callable:
+             list_input: int | None = None, finite_only: str | None = None) -> Callable:
     def register(fn: Callable[[Lowering], None]) -> Callable[[Lowering], None]:
         for kind in kinds:
-            LOWERINGS[kind] = Entry(fn, worth_alone, static_shapes, list_input)
+            LOWERINGS[kind] = Entry(fn, worth_alone, static_shapes, list_input, finite_only)
         return fn
     return register
 
@@ -241,8 +252,18 @@ def _channel_broadcast_hazard(lo: Lowering, a: int, b: int, out: int) -> bool:
     return True
 
 
+# One-to-one ops right on finite inputs only: aten kind -> (backend kind, attributes, why).
+UNARY_FINITE_ONLY: dict[str, tuple[str, dict[str, Any], str]] = {
+    "aten::exp": ("Exp", {}, EXP_LOSES_NAN),
+    "aten::sigmoid": ("Sigmoid", {}, LOGISTIC_LOSES_NAN),
+    "aten::relu6": ("Clamp", {"min": 0.0, "max": 6.0}, CLAMP_LOSES_NAN),
+    "aten::hardsigmoid": ("HardSigmoid", {"alpha": 1.0 / 6.0, "beta": 0.5}, CLAMP_LOSES_NAN),
+}
+
 for _kind, (_backend, _attrs) in UNARY.items():
     LOWERINGS[_kind] = Entry(_unary(_backend, _attrs))
+for _kind, (_backend, _attrs, _why) in UNARY_FINITE_ONLY.items():
+    LOWERINGS[_kind] = Entry(_unary(_backend, _attrs), finite_only=_why)
 for _kind, _backend in BINARY.items():
     LOWERINGS[_kind] = Entry(_binary(_backend))
 
@@ -274,6 +295,10 @@ def _conv(lo: Lowering, stride: int, padding: int, dilation: int, groups: int,
         # Found by the fuzzer: v3.2's bf16 kernel for it returns garbage on
         # channels-last inputs of small spatial sizes.
         raise Unsupported("bf16 depthwise convolution with a channel multiplier")
+    if not lo.finite(1):
+        # Eager multiplies the padding's zeros by the weight (NaN where it is
+        # NaN or infinite); oneDNN skips those taps.
+        raise Unsupported("a weight not proven finite (oneDNN skips the padding taps)")
     inputs = [lo.input(0), lo.input(1)]
     if not lo.is_none(2):
         inputs.append(lo.input(2))
@@ -355,14 +380,45 @@ def silu(lo: Lowering) -> None:
 
 @lowering("aten::relu")
 def relu(lo: Lowering) -> None:
+    x, out = lo.input(0), lo.output()
+    if lo.finite(0):
+        lo.emit("ReLU", [x], [out])
+        return
     # oneDNN's ReLU (and Clamp) take max(x, 0) with an instruction that
     # returns 0 for NaN. Elu with alpha 0 keeps NaN and gives x for x > 0 and
     # 0 * (exp(x) - 1) = -0.0 below; Abs turns that into eager's +0.0. Both
-    # fuse as post-ops, as ReLU does.
-    x, out = lo.input(0), lo.output()
+    # fuse as post-ops, but oneDNN matches none of its residual-block
+    # patterns (conv + bn + add + relu) with them.
     gated = lo.temp(out)
     lo.emit("Elu", [x], [gated], alpha=0.0)
     lo.emit("Abs", [gated], [out])
+
+
+def _clamp(lo: Lowering, low: Any, high: Any) -> None:
+    bounds = [b for b in (low, high) if b is not None]
+    if any(not isinstance(b, (int, float)) or isinstance(b, bool) for b in bounds):
+        raise Unsupported("clamp bounds that are not numbers")
+    if any(not math.isfinite(b) for b in bounds):
+        raise Unsupported("a clamp bound that is not finite")
+    lo.emit("Clamp", [lo.input(0)], [lo.output()],
+            min=float("-inf") if low is None else float(low),
+            max=float("inf") if high is None else float(high))
+
+
+@lowering("aten::clamp", "aten::hardtanh", finite_only=CLAMP_LOSES_NAN)
+def clamp(lo: Lowering) -> None:
+    # clamp(self, min?, max?) / hardtanh(self, min_val, max_val)
+    _clamp(lo, lo.const(1), lo.const(2))
+
+
+@lowering("aten::clamp_min", finite_only=CLAMP_LOSES_NAN)
+def clamp_min(lo: Lowering) -> None:
+    _clamp(lo, lo.const(1), None)
+
+
+@lowering("aten::clamp_max", finite_only=CLAMP_LOSES_NAN)
+def clamp_max(lo: Lowering) -> None:
+    _clamp(lo, None, lo.const(1))
 
 
 @lowering("aten::leaky_relu")
@@ -405,6 +461,24 @@ def pow_scalar(lo: Lowering) -> None:
         lo.emit("Sqrt", [x], [out])
     else:
         lo.emit("Pow", [x], [out], beta=float(exponent))
+
+
+@lowering("aten::softmax", "aten::_softmax", finite_only=SOFTMAX_LOSES_NAN)
+def softmax(lo: Lowering) -> None:
+    _softmax(lo, "SoftMax")
+
+
+@lowering("aten::log_softmax", "aten::_log_softmax", finite_only=SOFTMAX_LOSES_NAN)
+def log_softmax(lo: Lowering) -> None:
+    _softmax(lo, "LogSoftmax")
+
+
+def _softmax(lo: Lowering, kind: str) -> None:
+    # softmax(self, dim, dtype?) / _softmax(self, dim, half_to_float)
+    x, out = lo.input(0), lo.output()
+    if lo.graph.tensors[x].dtype != lo.graph.tensors[out].dtype:
+        raise Unsupported("softmax into another dtype")
+    lo.emit(kind, [x], [out], axis=int(lo.const(1)))
 
 
 @lowering("aten::layer_norm", worth_alone=True)
@@ -454,6 +528,21 @@ def _pin_ceil_mode(lo: Lowering, lists: dict[str, list[int]], dilations: list[in
     if ours != lo.out_sizes()[2:]:
         raise Unsupported("ceil_mode pool whose last window starts in the padding")
     lo.pin_shapes()
+
+
+@lowering("aten::max_pool2d", worth_alone=True, finite_only=MAX_POOL_LOSES_NAN)
+def max_pool(lo: Lowering) -> None:
+    # (self, kernel_size, stride, padding, dilation, ceil_mode)
+    lists = _pool_lists(lo, 1, 2, 3)
+    dilation = lo.const(4)
+    dilations = list(dilation) if isinstance(dilation, (list, tuple)) else [dilation]
+    if len(dilations) == 1:
+        dilations = dilations * len(lists["kernel"])
+    ceil = bool(lo.const(5))
+    if ceil:
+        _pin_ceil_mode(lo, lists, dilations)
+    lo.emit("MaxPool", [lo.input(0)], [lo.output()], **lists, dilations=dilations,
+            rounding_type="ceil" if ceil else "floor", data_format="NCX")
 
 
 @lowering("aten::avg_pool2d", worth_alone=True)

@@ -2,8 +2,8 @@
 profiled graph while fusion is enabled:
 
     mutation_removal -> decompose -> prepare_binary -> defer_size_check
-      -> op_mapping -> partition -> rewrite -> layout_propagation -> type_guard
-      -> prepare_partitions
+      -> finiteness -> op_mapping -> partition -> rewrite -> layout_propagation
+      -> type_guard -> prepare_partitions -> finite_guard
 
 Each pass lives in passes/<name>.py and logs under that name (see log.py):
 GRAPH_DUMP shows the graph after the pass, GRAPH_DEBUG also the graph before.
@@ -21,6 +21,8 @@ from . import log
 from .passes import (
     decompose,
     defer_size_check,
+    finite_guard,
+    finiteness,
     layout_propagation,
     mutation_removal,
     op_mapping,
@@ -42,15 +44,15 @@ def _logged(name: str, graph: torch._C.Graph, run: Callable[[], object]) -> None
 
 
 def fuse_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int,
-               report: FusionReport) -> list[torch._C.Node]:
+               facts: finiteness.Facts, report: FusionReport) -> list[torch._C.Node]:
     """Map, partition and rewrite one block, then the blocks nested in it."""
-    mapped = op_mapping.map_block(block, free_id)
+    mapped = op_mapping.map_block(block, free_id, facts)
     report.unmapped += [(n.kind(), why) for n, why in mapped.unmapped.items()
                         if n.kind().startswith("aten::")]
     groups = rewrite.rewrite(graph, block, partition.find_partitions(mapped, report), report)
     for node in list(block.nodes()):
         for inner in node.blocks():
-            groups += fuse_block(graph, inner, free_id, report)
+            groups += fuse_block(graph, inner, free_id, facts, report)
     return groups
 
 
@@ -81,12 +83,14 @@ def _run_passes(graph: torch._C.Graph) -> None:
     groups: list[torch._C.Node] = []
     report = FusionReport()
     free_id = op_mapping.first_free_id(graph)
+    facts = finiteness.analyze(graph)
     _logged("rewrite", graph,
-            lambda: groups.extend(fuse_block(graph, graph.block(), free_id, report)))
+            lambda: groups.extend(fuse_block(graph, graph.block(), free_id, facts, report)))
     report.groups = [rewrite.group_kinds(g) for g in groups]
     _logged("layout_propagation", graph, lambda: layout_propagation.run(groups))
     _logged("type_guard", graph, lambda: type_guard.run(groups))
     _logged("prepare_partitions", graph, lambda: prepare_partitions.run(groups))
+    _logged("finite_guard", graph, lambda: finite_guard.run(graph, groups))
     torch._C._jit_pass_dce(graph)
     graph.lint()
     publish(report)

@@ -15,7 +15,9 @@ import torch
 
 from .. import log
 from ..backend_desc import BackendGraph
-from ..op_table import LOWERINGS, NOT_MAPPED, Lowering, Unsupported, tensor_spec
+from ..op_table import LOWERINGS, Lowering, Unsupported, tensor_spec
+from . import finiteness
+from .finiteness import Facts
 
 NAME = log.module_name(__file__)
 
@@ -79,7 +81,7 @@ def _list_taken_in(node: torch._C.Node) -> bool:
     return entry is not None and entry.list_input == use.offset
 
 
-def map_block(block: torch._C.Block, free_id: int) -> MappedBlock:
+def map_block(block: torch._C.Block, free_id: int, facts: Facts) -> MappedBlock:
     mapped = MappedBlock(block, BackendGraph(free_id), list(block.nodes()))
     backend = mapped.backend
 
@@ -101,16 +103,18 @@ def map_block(block: torch._C.Block, free_id: int) -> MappedBlock:
         elif _list_taken_in(node):
             waiting[node.output().unique()] = node
         elif entry is None or list(node.blocks()):
-            mapped.unmapped[node] = (NOT_MAPPED.get(node.kind(), "no mapping") if entry is None
-                                     else "has blocks")
+            mapped.unmapped[node] = "no mapping" if entry is None else "has blocks"
         else:
             start = len(backend.ops)
-            lowering = Lowering(backend, node)
+            lowering = Lowering(backend, node, facts)
             try:
+                if entry.finite_only and not lowering.finite(0):
+                    raise Unsupported(f"{entry.finite_only}, and its input is not proven finite")
                 entry.lower(lowering)
                 backend.ops[start].absorbed = lowering.absorbed
                 for op in backend.ops[start:]:
                     op.static_shapes = entry.static_shapes or lowering.pinned
+                    op.assumes_finite = lowering.assumes_finite
                 for v in (*node.inputs(), *node.outputs(),
                           *(x for n in lowering.absorbed for x in n.inputs())):
                     if v.unique() in backend.tensors:
@@ -133,4 +137,4 @@ def map_block(block: torch._C.Block, free_id: int) -> MappedBlock:
 
 
 def map_graph(graph: torch._C.Graph) -> MappedBlock:
-    return map_block(graph.block(), first_free_id(graph))
+    return map_block(graph.block(), first_free_id(graph), finiteness.analyze(graph))

@@ -46,6 +46,7 @@ class Partition:
     output_ids: list[int]
     text: str  # the backend description the kernel compiles
     static_shapes: bool  # a mapping baked in profiled sizes: guard exact sizes
+    assumes_finite: frozenset[int]  # graph inputs its mappings assume finite
 
 
 def describe(nodes: list[torch._C.Node]) -> str:
@@ -218,7 +219,8 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
         result.append(Partition(nodes, ops, [mapped.values[i] for i in in_ids],
                                 [mapped.values[i] for i in out_ids], in_ids, out_ids, text,
                                 matmul_broadcast == "pin"
-                                or any(op.static_shapes for op in ops)))
+                                or any(op.static_shapes for op in ops),
+                                frozenset().union(*(op.assumes_finite for op in ops))))
         log.update(NAME, f"partition [{describe(nodes)}]: {len(in_ids)} inputs, "
                          f"{len(out_ids)} outputs")
     return result

@@ -141,6 +141,8 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
         group.g_("Subgraph", _subgraph(part, inputs))
         group.s_("desc", part.text)
         group.i_("static_shapes", int(part.static_shapes))
+        if part.assumes_finite:
+            group.is_("finite_inputs", sorted(part.assumes_finite))
         for old, new, old_id in zip(part.outputs, group.outputs(), part.output_ids, strict=True):
             new.setType(old.type())
             old.replaceAllUsesAfterNodeWith(group, new)

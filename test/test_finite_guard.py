@@ -1,0 +1,168 @@
+"""Finite-only mappings: taken where passes/finiteness proves the input finite,
+guarded per call by one graphfuse::all_finite check of the assumed graph inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fusion_check import DTYPES, check, check_nonfinite_call, fuse, run
+from torch import nn
+from torch.nn import functional as F
+
+import torch_graphfuse
+from torch_graphfuse.passes import finiteness
+from torch_graphfuse.testing import runner
+
+
+class Fn(nn.Module):
+    def __init__(self, fn) -> None:  # noqa: ANN001
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+        return self.fn(*xs)
+
+
+class ConvThen(nn.Module):
+    def __init__(self, then, weight_nan: bool = False) -> None:  # noqa: ANN001
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        if weight_nan:
+            with torch.no_grad():
+                self.conv.weight[0, 0, 0, 0] = float("nan")
+        self.then = then
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.then(self.conv(x))
+
+
+def _descs(graph: torch._C.Graph) -> str:
+    return "\n".join(g.s("desc") for g in runner.fusion_groups(graph))
+
+
+def _checks(graph: torch._C.Graph) -> list[torch._C.Node]:
+    return [n for n in graph.nodes() if n.kind() == "graphfuse::all_finite"]
+
+
+def test_relu_of_a_checked_input_maps_to_onednn_relu() -> None:
+    graph = check(ConvThen(torch.relu), [torch.randn(1, 3, 8, 8)], groups=1, left=[])
+    assert " ReLU " in _descs(graph) and " Elu " not in _descs(graph)
+    (check_node,) = _checks(graph)
+    group = runner.fusion_groups(graph)[0]
+    assert getattr(group, "is")("finite_inputs") == [1]
+    assert list(group.inputs())[-1] == check_node.output()
+
+
+@pytest.mark.parametrize("special", ["nan", "inf", "-inf"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_nonfinite_call_after_finite_profiling_gives_eager_nan_positions(
+        dtype: str, special: str) -> None:
+    model = ConvThen(lambda y: torch.softmax(F.max_pool2d(torch.relu(y), 2).flatten(1), -1))
+    x = torch.randn(2, 3, 8, 8)
+    bad = x.clone()
+    bad[1, 0, 2, 2] = float(special)
+    check_nonfinite_call(model, [x], [bad], dtype)
+
+
+def test_finite_call_after_a_nonfinite_one_runs_fused_again() -> None:
+    model = ConvThen(torch.relu)
+    x = torch.randn(1, 3, 8, 8)
+    module, _, _ = fuse(model, [x])
+    bad = x.clone()
+    bad[0, 0, 0, 0] = float("nan")
+    run(module, [bad])
+    torch_graphfuse.reset_kernel_stats()
+    out = run(module, [x])
+    with torch.no_grad():
+        torch.testing.assert_close(out, model(x))
+    stats = torch_graphfuse.kernel_stats()
+    assert stats["fused_runs"] == 1 and stats["nonfinite_fallbacks"] == 0
+
+
+def test_nan_made_inside_the_graph_keeps_the_nan_safe_relu() -> None:
+    # log of a negative number is NaN: relu after it is Elu + Abs, unguarded.
+    model = ConvThen(lambda y: torch.relu(torch.log(y)))
+    graph = check(model, [torch.randn(1, 3, 8, 8)], left=None)
+    assert " Elu " in _descs(graph) and " ReLU " not in _descs(graph)
+    assert _checks(graph) == []
+
+
+def test_finite_only_op_after_division_by_a_tensor_stays_with_aten() -> None:
+    model = Fn(lambda x, y: F.max_pool2d(x / y, 2) * 2.0)
+    x, y = torch.randn(1, 2, 8, 8), torch.randn(1, 2, 8, 8)
+    y[0, 0, 0, 0] = 0.0
+    check(model, [x, y], left=None)
+    unmapped = dict(torch_graphfuse.last_report().unmapped)
+    assert "not proven finite" in unmapped["aten::max_pool2d"]
+
+
+def test_conv_with_a_nan_weight_stays_with_aten() -> None:
+    # Eager multiplies the padding's zeros by the NaN weight; oneDNN skips them.
+    check(ConvThen(torch.relu, weight_nan=True), [torch.randn(1, 3, 8, 8)], groups=0,
+          left=["aten::_convolution", "aten::relu"])
+    unmapped = dict(torch_graphfuse.last_report().unmapped)
+    assert "weight not proven finite" in unmapped["aten::_convolution"]
+
+
+def test_input_written_in_place_is_not_assumed_finite() -> None:
+    def forward(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(x * 2.0)
+        x.div_(y)  # the caller's x may hold NaN after this call
+        return out
+
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    module, _, graph = fuse(Fn(forward), [x.clone(), y])
+    assert _checks(graph) == []
+    xs = x.clone()
+    out = run(module, [xs, y])
+    torch.testing.assert_close(out, torch.relu(x * 2.0))
+    torch.testing.assert_close(xs, x / y)
+
+
+class EmbeddingLinear(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(10, 8)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.fc(self.emb(ids)))
+
+
+def test_integer_inputs_need_no_check() -> None:
+    graph = check(EmbeddingLinear(), [torch.randint(0, 10, (2, 5))], left=None)
+    assert " ReLU " in _descs(graph)
+    assert _checks(graph) == []
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("special", ["nan", "inf", "-inf"])
+def test_all_finite_scans_every_element(dtype: torch.dtype, special: str) -> None:
+    all_finite = torch.ops.graphfuse.all_finite
+    x = torch.randn(3, 70001).to(dtype)  # past one parallel chunk
+    assert all_finite([x, torch.arange(4)])
+    for where in [(0, 0), (2, 70000), (1, 12345)]:
+        y = x.clone()
+        y[where] = float(special)
+        assert not all_finite([x, y])
+        assert not all_finite([y.t()])  # dense in another order
+        assert all_finite([y[:, ::2]]) == (where[1] % 2 == 1)  # not dense: ATen's check
+    assert all_finite([x.new_empty(0), torch.tensor([1, 2])])
+
+
+def test_finiteness_facts_say_which_inputs_are_assumed() -> None:
+    def forward(x: torch.Tensor, y: torch.Tensor,
+                n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        a = torch.relu(x * 2.0 + y)
+        b = torch.log(a)
+        return a, b, n * 3
+
+    graph = torch.jit.script(forward).graph
+    torch._C._jit_pass_inline(graph)
+    for v, dtype in zip(graph.inputs(), [torch.float32, torch.float32, torch.int64], strict=True):
+        v.setType(torch._C.TensorType.create_from_tensor(torch.zeros(2, dtype=dtype)))
+    facts = finiteness.analyze(graph)
+    a, b, m = (v.node() for v in graph.return_node().inputsAt(0).node().inputs())
+    assert facts[a.output().unique()] == frozenset({0, 1})
+    assert b.output().unique() not in facts  # log can make NaN
+    assert facts[m.output().unique()] == frozenset()  # int64: no NaN
