@@ -87,6 +87,7 @@ def _run_passes(graph: torch._C.Graph) -> None:
     _logged("rewrite", graph,
             lambda: groups.extend(fuse_block(graph, graph.block(), free_id, facts, report)))
     report.groups = [rewrite.group_kinds(g) for g in groups]
+    rewrite.label(groups)
     _logged("layout_propagation", graph, lambda: layout_propagation.run(groups))
     _logged("type_guard", graph, lambda: type_guard.run(groups))
     _logged("prepare_partitions", graph, lambda: prepare_partitions.run(groups))
