@@ -8,7 +8,8 @@ import torch
 from fusion_check import check, group_kinds
 from torch import nn
 
-from torch_graphfuse.testing import runner
+import torch_graphfuse
+from torch_graphfuse.testing import models, runner
 
 
 class ConvRelu(nn.Module):
@@ -49,6 +50,35 @@ class ConvBnRelu(nn.Module):
 def test_conv2d_bn_relu_is_one_group() -> None:
     # freeze folds the batch norm into the convolution; what is left fuses whole.
     check(ConvBnRelu(), [torch.randn(2, 4, 16, 16)], groups=1)
+
+
+def test_residual_stage_is_one_group() -> None:
+    # Three bottleneck blocks (oneDNN v3.2's stage pattern wants three): each
+    # residual add joins two chains (conv3 with the downsample conv, then with
+    # the previous block's output), so the stage is taken whole.
+    torch.manual_seed(0)
+    stage = nn.Sequential(models.Bottleneck(16, 8, stride=2), models.Bottleneck(32, 8),
+                          models.Bottleneck(32, 8)).eval()
+    graph = check(stage, [torch.randn(1, 16, 14, 14)], groups=1, left=[])
+    assert group_kinds(graph)[0].count("aten::add") == 3
+
+
+def test_sum_of_one_chain_stays_refused() -> None:
+    # bn(y) + y of one convolution's y: oneDNN v3.2 allocates without bound.
+    conv, bn = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4).eval()
+
+    class SameChain(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.bn = conv, bn
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.conv(x)
+            return torch.relu(self.bn(y) + y)
+
+    check(SameChain(), [torch.randn(1, 3, 10, 10)], left=None)
+    rejected = dict(torch_graphfuse.last_report().rejected)
+    assert any("two results of one chain" in why for why in rejected.values())
 
 
 class LinearGelu(nn.Module):

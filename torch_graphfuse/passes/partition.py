@@ -9,9 +9,10 @@ of a block. A supported partition becomes a fusion group when
   batch_norm stays with ATen: a oneDNN call costs more than it saves there,
 - no output is a view (reshape, permute, ...) of an input or of another
   output: the group's outputs are new tensors, so eager's aliasing would be lost,
-- no binary op takes two results computed inside it (a diamond such as
-  `bn(conv(x)) + conv(x)`), except x * sigmoid(x): oneDNN v3.2 compiles such
-  partitions into kernels that allocate without bound,
+- no binary op takes two results of one chain computed inside it (a diamond
+  such as `bn(conv(x)) + conv(x)`), except x * sigmoid(x): oneDNN v3.2
+  compiles such partitions into kernels that allocate without bound. A
+  residual add of two convolutions' chains (ResNet's stages) is taken,
 - no binary op takes a pool's result and a tensor that is not per channel:
   oneDNN v3.2 reads such an operand of a pooling post-op in the wrong layout,
 - after a matmul of a batched input with a 2-d weight (a linear), no binary
@@ -99,10 +100,33 @@ def _aliased_output(nodes: list[torch._C.Node], out_ids: list[int]) -> bool:
     return False
 
 
+# Ops a post-op chain passes through: one data input, result of the same shape.
+_CHAIN_OPS = frozenset({
+    "ReLU", "Elu", "Abs", "Clamp", "GELU", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Square",
+    "HardSwish", "HardSigmoid", "Mish", "LeakyReLU", "SoftPlus", "Pow", "Reciprocal", "Round",
+    "BatchNormInference", "TypeCast", "Reorder",
+})
+
+
 def _internal_diamond(ops: list[BackendOp]) -> bool:
-    """Whether a binary op takes two tensors computed inside the partition,
-    other than x * sigmoid(x)."""
+    """Whether a binary op takes two results of one chain computed inside the
+    partition (`bn(conv(x)) + conv(x)`: oneDNN v3.2 compiles such partitions
+    into kernels that allocate without bound), other than x * sigmoid(x). A
+    residual add joins the chains of two different ops and is not one."""
     producer = {t: op for op in ops for t in op.outputs}
+
+    def root(t: int) -> int:
+        """The tensor t's chain starts from: an anchor op's result (conv,
+        matmul, pool, a join of two chains) or a partition input."""
+        while t in producer:
+            op = producer[t]
+            internal = [i for i in op.inputs if i in producer]
+            if op.kind in _CHAIN_OPS or (op.kind in _BINARY_OPS and len(internal) == 1):
+                t = internal[0] if op.kind in _BINARY_OPS else op.inputs[0]
+            else:
+                break
+        return t
+
     for op in ops:
         if op.kind not in _BINARY_OPS or not all(t in producer for t in op.inputs):
             continue
@@ -110,7 +134,7 @@ def _internal_diamond(ops: list[BackendOp]) -> bool:
         swish = op.kind == "Multiply" and any(
             producer[g].kind == "Sigmoid" and producer[g].inputs == [x]
             for x, g in ((a, b), (b, a)))
-        if not swish:
+        if not swish and root(a) == root(b):
             return True
     return False
 
@@ -202,7 +226,7 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
             _reject(nodes, "an output is a view of an input or of another output")
             continue
         if _internal_diamond(ops):
-            _reject(nodes, "a binary op of two results computed inside it")
+            _reject(nodes, "a binary op of two results of one chain computed inside it")
             continue
         if _pool_with_full_operand(ops, backend):
             _reject(nodes, "a pool's result combined with a tensor that is not per channel")
