@@ -1,6 +1,6 @@
 """Finite guard: groups whose mapping assumes finite graph inputs check them.
 
-A group that took oneDNN's fast op for relu, clamp, max pooling, softmax, ...
+A group that took oneDNN's fast op for relu, clamp, max pooling, exp, ...
 on the strength of passes/finiteness lists the graph inputs the proof assumed
 (`finite_inputs`). One node at the top of the graph scans those inputs once
 per call,

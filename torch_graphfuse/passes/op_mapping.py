@@ -15,7 +15,7 @@ import torch
 
 from .. import log
 from ..backend_desc import BackendGraph
-from ..op_table import LOWERINGS, Lowering, Unsupported, tensor_spec
+from ..op_table import LOWERINGS, NOT_MAPPED, Lowering, Unsupported, tensor_spec
 from . import finiteness
 from .finiteness import Facts
 
@@ -103,7 +103,8 @@ def map_block(block: torch._C.Block, free_id: int, facts: Facts) -> MappedBlock:
         elif _list_taken_in(node):
             waiting[node.output().unique()] = node
         elif entry is None or list(node.blocks()):
-            mapped.unmapped[node] = "no mapping" if entry is None else "has blocks"
+            mapped.unmapped[node] = (NOT_MAPPED.get(node.kind(), "no mapping") if entry is None
+                                     else "has blocks")
         else:
             start = len(backend.ops)
             lowering = Lowering(backend, node, facts)
