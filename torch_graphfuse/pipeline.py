@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from . import log
+from . import log, picture
 from .passes import (
     decompose,
     defer_size_check,
@@ -47,8 +47,9 @@ def fuse_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int,
                facts: finiteness.Facts, report: FusionReport) -> list[torch._C.Node]:
     """Map, partition and rewrite one block, then the blocks nested in it."""
     mapped = op_mapping.map_block(block, free_id, facts)
-    report.unmapped += [(n.kind(), why) for n, why in mapped.unmapped.items()
-                        if n.kind().startswith("aten::")]
+    for node, why in mapped.unmapped.items():
+        if node.kind().startswith("aten::"):
+            report.add_unmapped(node, why)
     groups = rewrite.rewrite(graph, block, partition.find_partitions(mapped, report), report)
     for node in list(block.nodes()):
         for inner in node.blocks():
@@ -94,5 +95,6 @@ def _run_passes(graph: torch._C.Graph) -> None:
     _logged("finite_guard", graph, lambda: finite_guard.run(graph, groups))
     torch._C._jit_pass_dce(graph)
     graph.lint()
+    report.graph = picture.snapshot(graph, groups, report)
     publish(report)
     log.update(NAME, lambda: str(report))

@@ -8,14 +8,37 @@
       aten::size x2: no mapping
     regions oneDNN offered, left unfused:
       [sigmoid]: a lone op ATen runs as fast
+
+    >>> torch_graphfuse.last_report().picture("fused.svg")   # see picture.py
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+    from .picture import Picture
 
 _last: FusionReport | None = None
+
+
+def op_key(node: torch._C.Node) -> str:
+    """A node's identity within its graph, as long as the graph lives: its
+    outputs' debug names (unique in a graph), which outlive the pass objects."""
+    outputs = ",".join(v.debugName() for v in node.outputs())
+    return outputs or f"{node.kind()}({','.join(v.debugName() for v in node.inputs())})"
+
+
+@dataclass(frozen=True)
+class Unfused:
+    """Why an op stayed with ATen, as the picture marks it."""
+    why: str
+    region: int | None = None  # index in FusionReport.rejected of the region oneDNN offered
 
 
 @dataclass
@@ -23,6 +46,27 @@ class FusionReport:
     groups: list[list[str]] = field(default_factory=list)  # aten kinds of each group
     unmapped: list[tuple[str, str]] = field(default_factory=list)  # (kind, why not mapped)
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (region, why not fused)
+    unfused: dict[str, Unfused] = field(default_factory=dict)  # by op_key: what picture() shows
+    graph: Picture | None = None  # the optimized graph, as picture() draws it
+
+    def add_unmapped(self, node: torch._C.Node, why: str) -> None:
+        self.unmapped.append((node.kind(), why))
+        self.unfused[op_key(node)] = Unfused(f"not mapped: {why}")
+
+    def add_rejected(self, region: str, nodes: list[torch._C.Node], why: str) -> None:
+        """A region oneDNN offered (`region` names its ops) that stays unfused."""
+        unfused = Unfused(f"offered by oneDNN, left unfused: {why}", len(self.rejected))
+        self.rejected.append((region, why))
+        self.unfused.update((op_key(n), unfused) for n in nodes)
+
+    def picture(self, path: str | Path) -> Path:
+        """Draw the optimized graph into `path` (.svg, .png, .pdf, .dot or .txt) and
+        return the file written: the text form when Graphviz's `dot` is missing."""
+        from . import picture  # picture imports the passes, which import this module
+
+        if self.graph is None:
+            raise ValueError("this report holds no graph to draw")
+        return picture.write(self.graph, Path(path))
 
     def __str__(self) -> str:
         fused = sum(len(g) for g in self.groups)

@@ -188,7 +188,7 @@ def _flattened_matmul_broadcast(ops: list[BackendOp], backend: BackendGraph) -> 
 
 def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition]:
     def _reject(nodes: list[torch._C.Node], why: str) -> None:
-        report.rejected.append((describe(nodes), why))
+        report.add_rejected(describe(nodes), nodes, why)
         log.debug(NAME, f"partition [{describe(nodes)}] left unfused: {why}")
 
     backend = mapped.backend

@@ -137,7 +137,7 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
         to_move = _nodes_to_move(graph, part, block_nodes)
         if isinstance(to_move, str):
             region = describe(part.nodes)
-            report.rejected.append((region, to_move))
+            report.add_rejected(region, part.nodes, to_move)
             log.debug(NAME, f"partition [{region}] left unfused: {to_move}")
             continue
         last = part.nodes[-1]
