@@ -1,6 +1,7 @@
 """Side-by-side benchmark: torch_graphfuse against eager, frozen TorchScript, PyTorch's
-built-in oneDNN Graph fuser and torch.compile (inductor), on ResNet-50, BERT-base and an MLP,
-in fp32 and bf16 (autocast), in one process with the same inputs and threads.
+built-in oneDNN Graph fuser, torch.compile (inductor) and torch_graphfuse through torch.compile
+(backend "graphfuse"), on ResNet-50, BERT-base and an MLP, in fp32 and bf16 (autocast), in one
+process with the same inputs and threads.
 
     python benchmarks/bench.py [--quick] [--models resnet50,bert,mlp] [--out benchmarks]
 """
@@ -155,6 +156,15 @@ def _inductor(model: nn.Module, inputs: Inputs) -> Call:
     return lambda: compiled(*inputs)
 
 
+def _graphfuse_compile(model: nn.Module, inputs: Inputs) -> Call:
+    """torch.compile with torch_graphfuse's backend: the first call traces, freezes and runs
+    the profiling runs; the backend switches fusion on around its own calls. No dynamo reset:
+    it would drop the inductor peer's compiled code."""
+    compiled = torch.compile(model, backend="graphfuse")
+    compiled(*inputs)
+    return lambda: compiled(*inputs)
+
+
 @dataclasses.dataclass(frozen=True)
 class Peer:
     key: str
@@ -170,6 +180,7 @@ PEERS = (
     Peer("script", "TorchScript (frozen)", _jit),
     Peer("onednn", "built-in oneDNN fuser", _jit, onednn=True),
     Peer("inductor", "torch.compile (inductor)", _inductor, first_calls=1),  # seconds each
+    Peer("graphfuse_compile", "torch.compile (graphfuse)", _graphfuse_compile, first_calls=1),
     Peer("graphfuse", "torch_graphfuse", _jit, graphfuse=True),
 )
 PEERS_BY_KEY = {p.key: p for p in PEERS}

@@ -5,6 +5,8 @@
     m = torch.jit.freeze(torch.jit.trace(model.eval(), example))
     m(example); m(example)      # profiling runs
     y = m(x)                    # fused regions run as oneDNN Graph partitions
+
+or, for inference, torch.compile(model, backend="graphfuse") (see dynamo_backend).
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from collections.abc import Iterator
 
 import torch
 
-from . import _C
+from . import _C, dynamo_backend, picture
 from .pipeline import run_pipeline
 from .report import FusionReport, last_report
 
 __all__ = ["enable", "disable", "is_enabled", "fuser", "kernel_stats", "reset_kernel_stats",
-           "release_buffers", "memory_budget", "last_report", "FusionReport"]
+           "release_buffers", "memory_budget", "last_report", "FusionReport", "picture"]
 
 
 def enable() -> None:
@@ -87,3 +89,4 @@ def memory_budget() -> dict[str, int]:
 _C._set_pipeline(run_pipeline)
 torch.jit.enable_graphfuse = enable_graphfuse  # type: ignore[attr-defined]
 torch.jit.graphfuse_enabled = is_enabled  # type: ignore[attr-defined]
+dynamo_backend.register()
