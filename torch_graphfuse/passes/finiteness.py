@@ -52,9 +52,11 @@ def _nonzero_divisor(node: torch._C.Node) -> bool:
                                                  or node.inputsAt(2).node().mustBeNone())
 
 
-def _nonnegative_int_exponent(node: torch._C.Node) -> bool:
+def _small_int_exponent(node: torch._C.Node) -> bool:
+    """x ** 0, 1 or 2: a higher power overflows from values a model can hold
+    (x ** 10 at 1e4)."""
     value = constant_number(node.inputsAt(1))
-    return isinstance(value, int) and value >= 0
+    return isinstance(value, int) and 0 <= value <= 2
 
 
 def _constant_nonnegative_variance(node: torch._C.Node) -> bool:
@@ -67,6 +69,13 @@ def _constant_nonnegative_variance(node: torch._C.Node) -> bool:
 
 def _always(node: torch._C.Node) -> bool:
     return True
+
+
+def _keeps_range(node: torch._C.Node) -> bool:
+    """A cast into a dtype whose largest finite number is no smaller: float16
+    overflows at 65504, where float32 and bfloat16 go on to 3.4e38."""
+    t = node.output().type()
+    return isinstance(t, torch._C.TensorType) and t.dtype() != torch.float16
 
 
 # Ops whose results are finite when all their inputs are (and the side
@@ -94,15 +103,17 @@ FINITE_PRESERVING: dict[str, Callable[[torch._C.Node], bool]] = {
         "aten::reshape", "aten::view", "aten::flatten", "aten::squeeze", "aten::unsqueeze",
         "aten::permute", "aten::transpose", "aten::t", "aten::contiguous", "aten::expand",
         "aten::expand_as", "aten::slice", "aten::select", "aten::narrow", "aten::cat",
-        "aten::concat", "aten::stack", "aten::chunk", "aten::split", "aten::to",
-        "aten::type_as", "aten::clone", "aten::detach", "aten::embedding",
+        "aten::concat", "aten::stack", "aten::chunk", "aten::split", "aten::clone",
+        "aten::detach", "aten::embedding",
         "aten::index_select", "aten::constant_pad_nd", "aten::where",
         "aten::upsample_nearest2d", "aten::pixel_shuffle", "aten::__getitem__",
         "prim::ListConstruct", "prim::ListUnpack", "prim::TupleConstruct",
         "prim::TupleUnpack", "prim::TupleIndex", "prim::NumToTensor",
     ], _always),
+    "aten::to": _keeps_range,
+    "aten::type_as": _keeps_range,
     "aten::div": _nonzero_divisor,
-    "aten::pow": _nonnegative_int_exponent,
+    "aten::pow": _small_int_exponent,
     "aten::layer_norm": _positive_constant(4),
     "aten::batch_norm": _constant_nonnegative_variance,
 }
