@@ -254,7 +254,7 @@ def compiled_outcomes(case: fuzz.Case, program: fuzz.Program) -> list[fuzz.Outco
     compiled = torch.compile(traceable(program), backend="graphfuse")
     calls = fuzz.CALLS if case.has_second else fuzz.CALLS[:1]
     with torch.no_grad():
-        return [fuzz._outcome(compiled, fuzz.make_inputs(case, second)) for _, second in calls]
+        return [fuzz.outcome(compiled, fuzz.make_inputs(case, second)) for _, second in calls]
 
 
 def test_fuzzer_programs_match_eager() -> None:
@@ -262,9 +262,9 @@ def test_fuzzer_programs_match_eager() -> None:
     for i in range(FUZZ_CASES):
         case = fuzz.generate(fuzz.RandomChooser(f"torch.compile:{i}"), "fp32")
         program = fuzz.build_program(case)
-        reference = fuzz._reference(case, program)
+        reference = fuzz.reference(case, program)
         dynamo_backend.reset_stats()
-        problems = fuzz._problems(reference, compiled_outcomes(case, program))
+        problems = fuzz.problems(reference, compiled_outcomes(case, program))
         fused += fusion_groups() > 0
         if problems:
             failures.append(fuzz.reproducer(case, fuzz.Result("plugin", problems=problems)))

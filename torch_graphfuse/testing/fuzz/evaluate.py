@@ -1,0 +1,160 @@
+"""Eager evaluation of a program op by op, with what the comparison needs.
+
+`Evaluator` keeps a `Meta` per value (bit-exact, touched by bf16, magnitude on
+its way, rounding depth); `admissible` says whether an op applied to concrete
+values is well-conditioned, so that legitimate rounding differences of a fused
+result cannot become false failures.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torch_graphfuse.testing.fuzz.ops import KINDS, op_exact
+from torch_graphfuse.testing.fuzz.program import Program
+from torch_graphfuse.testing.fuzz.spec import MAX_NUMEL, Op
+
+
+@dataclass
+class Meta:
+    """What the comparison needs to know of a value: bit-exact, touched by bf16,
+    the largest finite magnitude on its way (absolute error scales with it) and
+    how many rounding ops it went through."""
+
+    exact: bool = True
+    lowp: bool = False
+    scale: float = 1.0
+    depth: int = 0
+    dep: bool = True  # depends on a graph input
+    grid: bool = False  # eager rounded it to bf16 and changed it only exactly since
+
+    def merge(self, other: Meta) -> Meta:
+        return Meta(self.exact and other.exact, self.lowp or other.lowp,
+                    max(self.scale, other.scale), max(self.depth, other.depth),
+                    self.dep or other.dep, self.grid and other.grid)
+
+
+def finite_max(t: Tensor) -> float:
+    if not t.is_floating_point() or t.numel() == 0:
+        return 0.0
+    a = t.detach().float().abs()
+    a = a[torch.isfinite(a)]
+    return float(a.max()) if a.numel() else 0.0
+
+
+def storage(t: Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+class Evaluator:
+    """Runs a program op by op on concrete inputs, keeping a `Meta` per value."""
+
+    def __init__(self, program: Program, inputs: list[Tensor]) -> None:
+        self.program = program
+        self.env: dict[str, Any] = {program.name(i): x for i, x in enumerate(inputs)}
+        self.env["self"] = program
+        self.values: list[Tensor] = list(inputs)
+        self.meta = [Meta(scale=max(1.0, finite_max(x))) for x in inputs]
+        self.const_storages: set[int] = set()
+
+    def run(self, op: Op) -> Tensor:
+        """Apply the program's next op (already added to it); raises if eager
+        does or if the result is not a floating tensor of bounded size."""
+        i = len(self.values) - self.program.n_inputs
+        out = self.program.step(self.env, i)
+        if not isinstance(out, Tensor) or not out.is_floating_point():
+            raise ValueError("not a floating tensor")
+        if out.numel() > MAX_NUMEL or out.numel() == 0:
+            raise ValueError("size out of bounds")
+        args = [self.meta[a] for a in op.args]
+        exact = op_exact(op)
+        meta = Meta(exact and all(m.exact for m in args),
+                    out.dtype == torch.bfloat16 or any(m.lowp for m in args),
+                    max([max(1.0, finite_max(out))] + [m.scale for m in args]),
+                    max([m.depth for m in args], default=0) + (not exact),
+                    any(m.dep for m in args),
+                    out.dtype == torch.bfloat16 or (exact and op.kind != "floor_divide"
+                                                    and bool(args) and all(m.grid for m in args)))
+        self.values.append(out)
+        self.meta.append(meta)
+        if op.kind == "const":
+            self.const_storages.add(storage(out))
+        if KINDS[op.kind].inplace:
+            self._merge_aliases(out, meta)
+        return out
+
+    def _merge_aliases(self, out: Tensor, meta: Meta) -> None:
+        """An in-place op changed every value sharing its storage."""
+        s = storage(out)
+        for j, v in enumerate(self.values):
+            if storage(v) == s:
+                self.meta[j] = self.meta[j].merge(meta)
+
+    def pop(self) -> None:
+        self.values.pop()
+        self.meta.pop()
+
+
+# Thresholds against the error a correct fused result may carry (relative to
+# `Meta.scale`): an op whose result jumps or blows up within that error of its
+# input would turn legitimate rounding differences into false failures.
+_MARGIN = {False: 1e-2, True: 0.25}
+NEAR_ZERO = ("log", "sqrt", "reciprocal")
+
+
+def _margin(m: Meta) -> float:
+    return _MARGIN[m.lowp] * m.scale
+
+
+def _min_abs(t: Tensor) -> float:
+    a = t.detach().float().abs()
+    a = a[torch.isfinite(a)]
+    return float(a.min()) if a.numel() else math.inf
+
+
+def away_from_zero(t: Tensor, m: Meta) -> bool:
+    return m.exact or _min_abs(t) >= _margin(m)
+
+
+def _softplus_ok(op: Op, x: Tensor, m: Meta) -> bool:
+    beta, threshold = op.attrs["beta"], op.attrs["threshold"]
+    if m.exact or math.log1p(math.exp(-threshold)) / beta < 1e-6:
+        return True
+    return _min_abs(x - threshold / beta) >= _margin(m)
+
+
+def _layer_norm_ok(x: Tensor, m: Meta) -> bool:
+    """1/std amplifies the input's error: rows must not be near-constant."""
+    if x.shape[-1] < 2:
+        return False
+    xf = x.detach().float()
+    xf = torch.where(torch.isfinite(xf), xf, 0.0)
+    return float(xf.std(-1).min()) >= _margin(m)
+
+
+def admissible(op: Op, args: list[Tensor], metas: list[Meta]) -> bool:
+    """Whether the op, applied to these concrete values, is well-conditioned."""
+    k, a = op.kind, op.attrs
+    if k in ("round", "floor_divide"):
+        return metas[0].exact
+    if k in NEAR_ZERO or (k == "pow" and float(a["exponent"]) not in (1.0, 2.0, 3.0)):
+        return away_from_zero(args[0], metas[0])
+    if k in ("div", "div_") and "scalar" not in a:
+        return away_from_zero(args[1], metas[1])
+    if k == "div" and (a.get("reverse") or a.get("scalar") == 0):
+        # x / 0.0 is +-inf by the sign of x: a rounding error flips it near zero.
+        return away_from_zero(args[0], metas[0])
+    if k == "exp":
+        return metas[0].exact or float(args[0].float().nan_to_num(0, 0, 0).max()) <= 10
+    if k == "pow":
+        return finite_max(args[0]) <= 30
+    if k == "softplus":
+        return _softplus_ok(op, args[0], metas[0])
+    if k == "layer_norm":
+        return _layer_norm_ok(args[0], metas[0])
+    return True

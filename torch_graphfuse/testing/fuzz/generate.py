@@ -1,0 +1,112 @@
+"""The generator: a random valid case from a chooser.
+
+`generate` draws proposers from weighted tables (an anchor op first, more
+often than not) and picks the outputs; `cases` is the same generator as a
+hypothesis strategy.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from torch_graphfuse.testing.fuzz.builder import Gen
+from torch_graphfuse.testing.fuzz.propose_layers import (
+    p_addmm,
+    p_attention,
+    p_batch_norm,
+    p_cat,
+    p_conv,
+    p_diamond,
+    p_layer_norm,
+    p_linear,
+    p_matmul,
+    p_mean,
+    p_pool,
+    p_softmax,
+)
+from torch_graphfuse.testing.fuzz.propose_pointwise import (
+    p_binary,
+    p_cast,
+    p_identity,
+    p_inplace,
+    p_shape,
+    p_unary,
+    p_unsupported,
+)
+from torch_graphfuse.testing.fuzz.spec import (
+    Case,
+    Chooser,
+    DrawChooser,
+    Op,
+    RandomChooser,
+    chance,
+    choice,
+    weighted,
+)
+from torch_graphfuse.testing.runner import precision
+
+PROPOSERS: list[tuple[Callable[[Gen], int | None], int]] = [
+    (p_unary, 16), (p_binary, 14), (p_conv, 9), (p_linear, 5), (p_matmul, 4), (p_addmm, 2),
+    (p_attention, 1), (p_batch_norm, 3), (p_layer_norm, 3), (p_diamond, 2), (p_pool, 5),
+    (p_mean, 3), (p_cat, 3), (p_softmax, 3), (p_shape, 8), (p_identity, 3), (p_cast, 3),
+    (p_inplace, 7), (p_unsupported, 4),
+]
+
+
+def _sinks(g: Gen) -> list[int]:
+    used = {a for op in g.ops for a in op.args}
+    return [v for v in range(len(g.inputs), g.n) if v not in used and g.meta(v).dep]
+
+
+def _outputs(g: Gen) -> list[int]:
+    """The last value, more sinks, sometimes an intermediate (views and identities too)."""
+    cands = [v for v in range(len(g.inputs), g.n) if g.meta(v).dep]
+    if not cands:
+        return []
+    sinks = _sinks(g) or [cands[-1]]
+    outs = [sinks[-1]]
+    for _ in range(g.c.integer(0, 2)):
+        outs.append(choice(g.c, sinks) if chance(g.c, 0.6) else choice(g.c, cands))
+    return list(dict.fromkeys(outs))
+
+
+ANCHORS: list[tuple[Callable[[Gen], int | None], int]] = [
+    (p_conv, 5), (p_linear, 3), (p_matmul, 2), (p_addmm, 1), (p_attention, 1), (p_pool, 2),
+    (p_batch_norm, 1), (p_layer_norm, 1), (p_diamond, 2), (p_binary, 3),
+]
+
+
+def generate(c: Chooser, dtype: str = "fp32", max_steps: int = 10) -> Case:
+    """A random valid case (a program with at least one op, on input-dependent outputs).
+    It starts with an op that fusion groups form around more often than not."""
+    with torch.no_grad(), precision(dtype), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = Gen(c, dtype)
+        for step in range(c.integer(1, max_steps)):
+            table = ANCHORS if step == 0 and chance(c, 0.6) else PROPOSERS
+            for _attempt in range(4):
+                if weighted(c, table)(g) is not None:
+                    break
+        outputs = _outputs(g)
+        if not outputs:  # nothing input-dependent fitted: a relu always does
+            outputs = [g.emit(Op("relu", (0,)))]  # type: ignore[list-item]
+        return g.case(outputs)
+
+
+def cases(dtype: str, structural: bool = False, max_steps: int = 10) -> Any:
+    """A hypothesis strategy over the same generator: by default a drawn seed for
+    the CLI's chooser (the CLI's mix of graphs); structural, every choice is
+    drawn, so that hypothesis shrinks the program itself (its bias toward small
+    draws makes smaller graphs that fuse less often)."""
+    from hypothesis import strategies as st
+
+    @st.composite  # hypothesis prints what a composite returns: the Case
+    def strategy(draw: Callable[[Any], Any]) -> Case:
+        c: Chooser = DrawChooser(draw) if structural else \
+            RandomChooser(f"hypothesis:{draw(st.integers(0, 2**32 - 1))}:{dtype}")
+        return generate(c, dtype, max_steps)
+    return strategy()

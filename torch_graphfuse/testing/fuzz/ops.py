@@ -1,0 +1,153 @@
+"""The op kinds a case can hold, and how one op renders as Python.
+
+`KINDS` maps each kind to its expression template, the aten ops it traces to
+(the README's coverage), whether it is bit-exact and whether it is in place.
+Kept apart from the generator so that the renderer, the evaluator and the
+comparison share one table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from torch_graphfuse.testing.fuzz.spec import Op
+
+
+@dataclass(frozen=True)
+class Kind:
+    render: Callable[[Op, list[str], str], str]  # (op, arg names, layer name) -> expression
+    aten: tuple[str, ...]  # the aten ops it traces to (README coverage)
+    exact: bool = False  # bit-exact in any correct implementation, given exact inputs
+    inplace: bool = False
+
+
+KINDS: dict[str, Kind] = {}
+
+
+_DTYPE_NAMES = {torch.bfloat16: "torch.bfloat16", torch.float32: "torch.float32"}
+
+
+def _lit(v: object) -> str:
+    return _DTYPE_NAMES[v] if isinstance(v, torch.dtype) else repr(v)
+
+
+def _template(text: str) -> Callable[[Op, list[str], str], str]:
+    def render(op: Op, args: list[str], layer: str) -> str:
+        return text.format(*args, layer=layer, **{k: _lit(v) for k, v in op.attrs.items()})
+    return render
+
+
+def _kind(name: str, render: str | Callable[[Op, list[str], str], str],
+          aten: Sequence[str] | None = None, exact: bool = False) -> None:
+    fn = _template(render) if isinstance(render, str) else render
+    KINDS[name] = Kind(fn, tuple(aten) if aten is not None else (name.rstrip("_"),), exact,
+                       name.endswith("_"))
+
+
+for _n in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "square", "round",
+           "reciprocal", "erf"):
+    _kind(_n, f"torch.{_n}({{0}})", exact=_n in ("relu", "abs", "round"))
+for _n in ("hardswish", "mish", "hardsigmoid", "silu", "relu6"):
+    _kind(_n, f"F.{_n}({{0}})", exact=_n == "relu6")
+_kind("hardtanh", "F.hardtanh({0}, {lo}, {hi})", exact=True)
+_kind("clamp", "torch.clamp({0}, {lo}, {hi})", exact=True)
+_kind("clamp_min", "torch.clamp_min({0}, {lo})", exact=True)
+_kind("clamp_max", "torch.clamp_max({0}, {hi})", exact=True)
+_kind("leaky_relu", "F.leaky_relu({0}, {slope})")
+_kind("elu", "F.elu({0}, {alpha})")
+_kind("gelu", "F.gelu({0}, approximate={approximate})")
+_kind("softplus", "F.softplus({0}, {beta}, {threshold})")
+_kind("pow", "torch.pow({0}, {exponent})")
+_kind("softmax", "torch.softmax({0}, {dim})")
+_kind("log_softmax", "torch.log_softmax({0}, {dim})")
+_kind("floor_divide", "torch.floor_divide({0}, {divisor})", exact=True)
+_kind("cumsum", "torch.cumsum({0}, {dim})")
+_kind("flip", "torch.flip({0}, {dims})", exact=True)
+_kind("max_pool2d", "F.max_pool2d({0}, {kernel}, {stride}, {padding}, {dilation}, "
+      "ceil_mode={ceil_mode})", exact=True)
+_kind("avg_pool2d", "F.avg_pool2d({0}, {kernel}, {stride}, {padding}, ceil_mode={ceil_mode}, "
+      "count_include_pad={count_include_pad})")
+_kind("adaptive_avg_pool2d", "F.adaptive_avg_pool2d({0}, {size})")
+_kind("permute", "{0}.permute({dims})", exact=True)
+_kind("transpose", "{0}.transpose({d0}, {d1})", exact=True)
+_kind("t", "{0}.t()", exact=True)
+_kind("flatten", "{0}.flatten({start}, {end})", exact=True)
+_kind("squeeze", "{0}.squeeze({dim})", exact=True)
+_kind("unsqueeze", "{0}.unsqueeze({dim})", exact=True)
+_kind("contiguous", "{0}.contiguous()", exact=True)
+_kind("to", "{0}.to({dtype})", exact=True)
+_kind("matmul", "torch.matmul({0}, {1})")
+_kind("mm", "torch.mm({0}, {1})")
+_kind("bmm", "torch.bmm({0}, {1})")
+_kind("addmm", "torch.addmm({0}, {1}, {2}, beta={beta}, alpha={alpha})")
+for _n, _aten in (("conv1d", "conv1d"), ("conv2d", "conv2d"), ("conv3d", "conv3d"),
+                  ("linear", "linear"), ("batch_norm", "batch_norm"),
+                  ("layer_norm", "layer_norm")):
+    _kind(_n, "{layer}({0})", aten=[_aten])
+_kind("const", "{layer}", aten=[])
+_kind("relu_", "{0}.relu_()", exact=True)
+_kind("sigmoid_", "{0}.sigmoid_()")
+_kind("clamp_", "{0}.clamp_({lo}, {hi})", exact=True)
+
+
+def _render_mean(op: Op, args: list[str], layer: str) -> str:
+    dims = op.attrs["dims"]
+    return f"{args[0]}.mean()" if dims is None else \
+        f"{args[0]}.mean({dims!r}, keepdim={op.attrs['keepdim']!r})"
+
+
+def _render_cat(op: Op, args: list[str], layer: str) -> str:
+    return f"torch.cat([{', '.join(args)}], {op.attrs['dim']})"
+
+
+def _render_reshape(op: Op, args: list[str], layer: str) -> str:
+    a = args[0]
+    dims = [f"{a}.shape[{d[1:]}]" if isinstance(d, str) else str(d) for d in op.attrs["shape"]]
+    return f"{a}.{op.attrs['method']}({', '.join(dims)})"
+
+
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+
+
+def _render_binary(op: Op, args: list[str], layer: str) -> str:
+    name, a, at = op.kind.rstrip("_"), args[0], op.attrs
+    if op.kind.endswith("_"):
+        other = repr(at["scalar"]) if "scalar" in at else args[1]
+        alpha = f", alpha={at['alpha']!r}" if "alpha" in at else ""
+        return f"{a}.{op.kind}({other}{alpha})"
+    if "scalar" in at:
+        s = repr(at["scalar"])
+        return f"{s} {_SYMBOLS[name]} {a}" if at.get("reverse") else f"{a} {_SYMBOLS[name]} {s}"
+    if "alpha" in at:
+        return f"torch.{name}({a}, {args[1]}, alpha={at['alpha']!r})"
+    return f"{a} {_SYMBOLS[name]} {args[1]}"
+
+
+_kind("mean", _render_mean)
+_kind("cat", _render_cat)
+_kind("reshape", _render_reshape, aten=["reshape", "view"], exact=True)
+for _n in ("add", "sub", "mul", "div", "add_", "mul_"):
+    _kind(_n, _render_binary)
+
+UNSUPPORTED = ("erf", "floor_divide", "cumsum", "flip")
+_POW2 = (2.0, 0.5, 4.0, 0.25, 1.0, 1, 2)
+
+
+def op_exact(op: Op) -> bool:
+    """Whether the op's result is bit-exact in any correct implementation given
+    exact inputs (no rounding; a power-of-two scale or an identity is exact)."""
+    scalar = op.attrs.get("scalar")
+    if op.kind in ("mul", "div", "mul_") and scalar in _POW2 and not op.attrs.get("reverse"):
+        return True
+    if op.kind in ("add", "sub", "add_") and scalar == 0:
+        return True
+    return KINDS[op.kind].exact
+
+
+def render(op: Op, args: Sequence[str], index: int) -> str:
+    key = op.attrs.get("reuse", index)
+    layer = f"self.c{index}" if op.kind == "const" else f"self.m{key}"
+    return KINDS[op.kind].render(op, list(args), layer)

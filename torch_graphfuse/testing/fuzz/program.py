@@ -1,0 +1,131 @@
+"""A case as an `nn.Module`: its seeded layers and constants, and its forward.
+
+`Program` runs each op's rendered expression in order, so the same source is
+what eager runs, what is traced for TorchScript and what a reproducer prints;
+it grows and shrinks op by op for the generator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from torch_graphfuse.testing.fuzz.ops import render
+from torch_graphfuse.testing.fuzz.spec import Case, Op, value_name
+
+
+def _fill(module: nn.Module, seed: int, fan_in: int) -> None:
+    """Seeded weights (the global RNG is left alone), scaled to keep magnitudes ~1."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * fan_in ** -0.5)
+
+
+def _batch_norm(a: dict[str, Any]) -> nn.Module:
+    bn = {2: nn.BatchNorm1d, 3: nn.BatchNorm1d, 4: nn.BatchNorm2d, 5: nn.BatchNorm3d}[a["rank"]]
+    m = bn(a["channels"])
+    g = torch.Generator().manual_seed(a["seed"])
+    c = a["channels"]
+    with torch.no_grad():
+        m.weight.copy_(1 + 0.3 * torch.randn(c, generator=g))
+        m.bias.copy_(0.3 * torch.randn(c, generator=g))
+        m.running_mean.copy_(0.5 * torch.randn(c, generator=g))
+        m.running_var.copy_(0.5 + torch.rand(c, generator=g))
+    return m
+
+
+def make_layer(op: Op) -> nn.Module | None:
+    a = op.attrs
+    if op.kind.startswith("conv"):
+        conv = {"conv1d": nn.Conv1d, "conv2d": nn.Conv2d, "conv3d": nn.Conv3d}[op.kind]
+        m = conv(a["cin"], a["cout"], a["kernel"], a["stride"], a["padding"], a["dilation"],
+                 a["groups"], a["bias"])
+        _fill(m, a["seed"], a["cin"] // a["groups"] * math.prod(a["kernel"]))
+        return m
+    if op.kind == "linear":
+        m = nn.Linear(a["fin"], a["fout"], a["bias"])
+        _fill(m, a["seed"], a["fin"])
+        return m
+    if op.kind == "batch_norm":
+        return _batch_norm(a)
+    if op.kind == "layer_norm":
+        m = nn.LayerNorm(a["dim"], elementwise_affine=a["affine"])
+        if a["affine"]:
+            _fill(m, a["seed"], 1)
+            with torch.no_grad():
+                m.weight.add_(1.0)
+        return m
+    return None
+
+
+def make_constant(op: Op) -> Tensor:
+    """Away from zero (a divisor must be) with both signs."""
+    g = torch.Generator().manual_seed(op.attrs["seed"])
+    shape = op.attrs["shape"]
+    sign = torch.randint(0, 2, shape, generator=g) * 2 - 1
+    return sign * (0.5 + torch.rand(shape, generator=g))
+
+
+_GLOBALS = {"torch": torch, "F": F}
+
+
+class Program(nn.Module):
+    """The case as an nn.Module: forward runs each op's Python expression in order."""
+
+    def __init__(self, n_inputs: int, ops: Sequence[Op] = (), outputs: Sequence[int] = ()) -> None:
+        super().__init__()
+        self.n_inputs = n_inputs
+        self.lines: list[tuple[str, str, Any]] = []  # (name, source, code)
+        self.outputs = list(outputs)
+        for op in ops:
+            self.add_op(op)
+
+    def name(self, index: int) -> str:
+        return value_name(self.n_inputs, index)
+
+    def add_op(self, op: Op) -> str:
+        index = self.n_inputs + len(self.lines)
+        if op.kind == "const":
+            self.register_buffer(f"c{index}", make_constant(op))
+        elif "reuse" not in op.attrs and (layer := make_layer(op)) is not None:
+            self.add_module(f"m{index}", layer)
+        src = render(op, [self.name(i) for i in op.args], index)
+        self.lines.append((self.name(index), src, compile(src, f"<{self.name(index)}>", "eval")))
+        return src
+
+    def pop_op(self) -> None:
+        name = self.lines.pop()[0]
+        for attr in (f"c{name[1:]}", f"m{name[1:]}"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+
+    def step(self, env: dict[str, Any], i: int) -> Tensor:
+        name, _, code = self.lines[i]
+        env[name] = eval(code, _GLOBALS, env)
+        return env[name]
+
+    def forward(self, *xs: Tensor) -> Tensor | tuple[Tensor, ...]:
+        env: dict[str, Any] = {self.name(i): x for i, x in enumerate(xs)}
+        env["self"] = self
+        for i in range(len(self.lines)):
+            self.step(env, i)
+        outs = tuple(env[self.name(v)] for v in self.outputs)
+        return outs[0] if len(outs) == 1 else outs
+
+    def source(self) -> str:
+        args = ", ".join(self.name(i) for i in range(self.n_inputs))
+        lines = [f"def forward(self, {args}):"]
+        for name, src, _ in self.lines:
+            lines.append(f"    {name} = {src}")
+        lines.append(f"    return {', '.join(self.name(v) for v in self.outputs)}")
+        return "\n".join(lines)
+
+
+def build_program(case: Case) -> Program:
+    return Program(len(case.inputs), case.ops, case.outputs).eval()

@@ -1,0 +1,219 @@
+"""Proposers for layers and structural ops.
+
+Each proposer emits one or a few ops through a `Gen` (or returns None):
+convolutions, linear, matmul/addmm, attention, batch and layer norm, the
+conv/bn diamond, pooling, mean, cat and softmax: what fusion groups form
+around.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch_graphfuse.testing.fuzz.builder import Gen
+from torch_graphfuse.testing.fuzz.spec import Chooser, Op, chance, choice
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _maybe_tuple(c: Chooser, values: list[int]) -> int | tuple[int, ...]:
+    return values[0] if len(set(values)) == 1 and chance(c, 0.7) else tuple(values)
+
+
+def p_conv(g: Gen) -> int | None:
+    # Eager's own bf16 convolution spreads NaN/inf past the windows holding them
+    # (in about one random conv in eight), so there the positions are no contract.
+    x = g.pick(lambda v: 3 <= len(g.shape(v)) <= 5 and g.layer_ok(v)
+               and (g.dtype == "fp32" or g.all_finite(v)))
+    if x is None:
+        return None
+    shape = g.shape(x)
+    nd, cin, c = len(shape) - 2, shape[1], g.c
+    groups = choice(c, [1, 1, 1] + divisors(cin)[1:])
+    kernel, padding, dilation = [], [], []
+    for size in shape[2:]:
+        k = choice(c, [3, 1, 2, 3, 5])
+        d = choice(c, [1, 1, 2])
+        while (k - 1) * d + 1 > size + 2 * (k // 2) * d and k > 1:
+            k, d = k - 1, 1
+        kernel.append(k)
+        dilation.append(d)
+        padding.append(c.integer(0, (k // 2) * d))
+    stride = [choice(c, [1, 1, 2]) for _ in kernel]
+    attrs = {"cin": cin, "cout": groups * choice(c, [1, 2, 3, 4] if groups > 1 else [4, 2, 8]),
+             "kernel": tuple(kernel), "stride": _maybe_tuple(c, stride),
+             "padding": _maybe_tuple(c, padding), "dilation": _maybe_tuple(c, dilation),
+             "groups": groups, "bias": chance(c, 0.6), "seed": g.seed()}
+    return g.emit(Op(f"conv{nd}d", (x,), attrs))
+
+
+def p_linear(g: Gen) -> int | None:
+    x = g.pick(lambda v: len(g.shape(v)) >= 1 and g.layer_ok(v))
+    if x is None:
+        return None
+    attrs = {"fin": g.shape(x)[-1], "fout": choice(g.c, [8, 1, 3, 4, 16]),
+             "bias": chance(g.c, 0.7), "seed": g.seed()}
+    return g.emit(Op("linear", (x,), attrs))
+
+
+def p_matmul(g: Gen) -> int | None:
+    """matmul/mm/bmm with a constant, or a value times another's transpose."""
+    kind = choice(g.c, ["matmul", "mm", "bmm"])
+    rank = {"mm": (2,), "bmm": (3,), "matmul": (1, 2, 3, 4)}[kind]
+    x = g.pick(lambda v: len(g.shape(v)) in rank)
+    if x is None:
+        return None
+    shape = g.shape(x)
+    if chance(g.c, 0.4) and len(shape) >= 2:
+        other = g.pick(lambda v: g.shape(v)[-1:] == shape[-1:] and len(g.shape(v)) >= 2)
+        if other is None:
+            return None
+        t = g.emit(Op("transpose", (other,), {"d0": -1, "d1": -2}))
+        return None if t is None else g.emit(Op(kind, (x, t)))
+    m = choice(g.c, [4, 1, 3, 8])
+    if kind == "bmm":
+        cshape: tuple[int, ...] = (shape[0], shape[-1], m)
+    elif kind == "matmul" and chance(g.c, 0.3):
+        cshape = (shape[-1],)
+    else:
+        cshape = (shape[-1], m)
+    w = g.const(cshape)
+    return None if w is None else g.emit(Op(kind, (x, w)))
+
+
+def p_addmm(g: Gen) -> int | None:
+    x = g.pick(lambda v: len(g.shape(v)) == 2)
+    if x is None:
+        return None
+    n, k = g.shape(x)
+    m = choice(g.c, [4, 1, 3, 8])
+    bias_shape = choice(g.c, [(m,), (1, m), (n, m)])
+    w, b = g.const((k, m)), g.const(bias_shape)
+    if w is None or b is None:
+        return None
+    attrs = {"beta": choice(g.c, [1, 0.5, 2.0, -1.0]), "alpha": choice(g.c, [1, 2.0, 0.5, -1])}
+    return g.emit(Op("addmm", (b, x, w), attrs))
+
+
+def p_attention(g: Gen) -> int | None:
+    """q @ k^T * scale (+ mask) -> softmax -> @ v, with q, k, v linear projections."""
+    x = g.pick(lambda v: len(g.shape(v)) in (3, 4) and g.layer_ok(v))
+    if x is None:
+        return None
+    d = choice(g.c, [4, 8, 3])
+    q, k, v = (g.emit(Op("linear", (x,), {"fin": g.shape(x)[-1], "fout": d, "bias": True,
+                                           "seed": g.seed()})) for _ in range(3))
+    if None in (q, k, v):
+        return None
+    kt = g.emit(Op("transpose", (k,), {"d0": -2, "d1": -1}))
+    s = None if kt is None else g.emit(Op("matmul", (q, kt)))
+    if s is None:
+        return None
+    s = g.emit(Op(choice(g.c, ["div", "mul"]), (s,), {"scalar": choice(g.c, [2.0, 0.5, 0.35])}))
+    if s is not None and chance(g.c, 0.5):
+        mask = g.const((1,) * (len(g.shape(s)) - 1) + (g.shape(s)[-1],))
+        s = None if mask is None else g.emit(Op("add", (s, mask)))
+    p = None if s is None else g.emit(Op("softmax", (s,), {"dim": -1}))
+    return None if p is None else g.emit(Op("matmul", (p, v)))
+
+
+def p_batch_norm(g: Gen) -> int | None:
+    x = g.pick(lambda v: 2 <= len(g.shape(v)) <= 5 and g.layer_ok(v))
+    if x is None:
+        return None
+    attrs = {"channels": g.shape(x)[1], "rank": len(g.shape(x)), "seed": g.seed()}
+    return g.emit(Op("batch_norm", (x,), attrs))
+
+
+def p_layer_norm(g: Gen) -> int | None:
+    x = g.pick(lambda v: len(g.shape(v)) >= 1 and g.shape(v)[-1] > 1 and g.layer_ok(v))
+    if x is None:
+        return None
+    attrs = {"dim": g.shape(x)[-1], "affine": chance(g.c, 0.7), "seed": g.seed()}
+    return g.emit(Op("layer_norm", (x,), attrs))
+
+
+def p_diamond(g: Gen) -> int | None:
+    """y = conv(x); bn(y) + y, or bn(conv(x)) + conv(x) (the same conv twice)."""
+    y = p_conv(g)
+    if y is None:
+        return None
+    b = g.emit(Op("batch_norm", (y,), {"channels": g.shape(y)[1], "rank": len(g.shape(y)),
+                                        "seed": g.seed()}))
+    if b is None:
+        return None
+    other = y
+    if chance(g.c, 0.5):
+        conv = g.ops[y - len(g.inputs)]
+        other = g.emit(Op(conv.kind, conv.args, {**conv.attrs, "reuse": y}))
+        if other is None:
+            return None
+    return g.emit(Op("add", (b, other)))
+
+
+def _pool_window(c: Chooser, size: int) -> tuple[int, int, int]:
+    k = min(size, choice(c, [2, 3, 1]))
+    stride = choice(c, [k, 1, 2])
+    return k, stride, c.integer(0, k // 2)
+
+
+def p_pool(g: Gen) -> int | None:
+    x = g.pick(lambda v: len(g.shape(v)) in (3, 4))
+    if x is None:
+        return None
+    kind = choice(g.c, ["max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"])
+    h, w = g.shape(x)[-2:]
+    if kind == "adaptive_avg_pool2d":
+        sizes = [choice(g.c, [s, 1, *divisors(s), s + 1]) for s in (h, w)]
+        return g.emit(Op(kind, (x,), {"size": tuple(sizes)}))
+    (kh, sh, ph), (kw, sw, pw) = _pool_window(g.c, h), _pool_window(g.c, w)
+    attrs: dict[str, Any] = {"kernel": _maybe_tuple(g.c, [kh, kw]),
+                             "stride": _maybe_tuple(g.c, [sh, sw]),
+                             "padding": _maybe_tuple(g.c, [ph, pw])}
+    if kind == "max_pool2d":
+        attrs["dilation"] = choice(g.c, [1, 1, 2])
+    attrs["ceil_mode"] = chance(g.c, 0.4)
+    if kind == "avg_pool2d":
+        attrs["count_include_pad"] = chance(g.c, 0.6)
+    return g.emit(Op(kind, (x,), attrs))
+
+
+def p_mean(g: Gen) -> int | None:
+    x = g.pick(lambda v: len(g.shape(v)) >= 1)
+    if x is None:
+        return None
+    rank = len(g.shape(x))
+    if chance(g.c, 0.1):
+        return g.emit(Op("mean", (x,), {"dims": None}))
+    dims = sorted({g.c.integer(0, rank - 1) for _ in range(g.c.integer(1, rank))})
+    dims = [d - rank if chance(g.c, 0.3) else d for d in dims]
+    return g.emit(Op("mean", (x,), {"dims": dims, "keepdim": chance(g.c, 0.5)}))
+
+
+def p_cat(g: Gen) -> int | None:
+    x = g.pick(lambda v: len(g.shape(v)) >= 1)
+    if x is None:
+        return None
+    rank = len(g.shape(x))
+    dim = g.c.integer(-rank, rank - 1)
+
+    def fits(v: int) -> bool:
+        """Same shape as x but along `dim`, at every shape."""
+        return all(len(a) == len(b) and all(a[i] == b[i] for i in range(len(a))
+                                            if i != dim % rank)
+                   for a, b in zip(g.shapes(v), g.shapes(x), strict=True))
+
+    others = [g.pick(fits) for _ in range(g.c.integer(1, 2))]
+    args = (x, *(o for o in others if o is not None))
+    return g.emit(Op("cat", args, {"dim": dim})) if len(args) > 1 else None
+
+
+def p_softmax(g: Gen) -> int | None:
+    x = g.pick(lambda v: len(g.shape(v)) >= 1)
+    if x is None:
+        return None
+    rank = len(g.shape(x))
+    kind = choice(g.c, ["softmax", "log_softmax"])
+    return g.emit(Op(kind, (x,), {"dim": g.c.integer(-rank, rank - 1)}))
