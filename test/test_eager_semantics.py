@@ -99,6 +99,15 @@ def test_broadcast_operand_that_could_meet_the_batch_bug_pins_sizes() -> None:
     assert_matches(run(module, [x]), eager(model, [x]), "fp32")
 
 
+def test_batch_one_input_meeting_a_batch_of_constants_pins_sizes() -> None:
+    # Found by the fuzzer: profiled with x as (3, 6, 1) like the constant, called
+    # with (1, 6, 1), which oneDNN v3.2 broadcasts over the constant's batch wrongly.
+    model = Program(lambda self, x: torch.add(x, self.c, alpha=2), c=torch.randn(3, 6, 1))
+    module, _, _ = fuse(model, [torch.randn(3, 6, 1)])
+    x = torch.randn(1, 6, 1)
+    assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+
+
 def test_broadcast_after_linear_with_one_output_feature() -> None:
     model = Program(lambda self, x: self.lin(x) * 2.0 + self.w, w=torch.randn(1, 5, 1))
     model.lin = nn.Linear(8, 1)

@@ -250,6 +250,13 @@ def _channel_broadcast_hazard(lo: Lowering, a: int, b: int, out: int) -> bool:
     # numpy broadcasting: a lower-rank operand gains leading size-1 dims.
     operands = [[1] * (len(result) - len(sizes)) + sizes
                 for sizes in (lo.graph.tensors[t].sizes or [] for t in (a, b))]
+    # A batch of constants fixes the result's batch: an input operand meeting
+    # it may be the (1, C, 1, ...) case at a call with batch 1 (found by the fuzzer).
+    fixed = [_constant_derived(lo.node.inputsAt(i)) for i in (0, 1)]
+    if any(fix and not other and len(sizes) >= 3 and sizes[0] > 1 and sizes[1] > 1
+           and all(d == 1 for d in sizes[2:])
+           for fix, other, sizes in zip(fixed, fixed[::-1], operands, strict=True)):
+        return True
     if not any(risky(sizes) for sizes in operands):
         return False
     if result and result[0] > 1 and all(d == 1 for d in result[2:]) and any(
@@ -266,6 +273,16 @@ UNARY_FINITE_ONLY: dict[str, tuple[str, dict[str, Any], str]] = {
     "aten::relu6": ("Clamp", {"min": 0.0, "max": 6.0}, CLAMP_LOSES_NAN),
     "aten::hardsigmoid": ("HardSigmoid", {"alpha": 1.0 / 6.0, "beta": 0.5}, CLAMP_LOSES_NAN),
 }
+
+def _constant_derived(value: torch._C.Value, depth: int = 4) -> bool:
+    """Whether a value is computed from constants only (within a few ops)."""
+    node = value.node()
+    if node.kind() == "prim::Constant":
+        return True
+    if depth == 0 or node.kind() == "prim::Param" or list(node.blocks()):
+        return False
+    return all(_constant_derived(v, depth - 1) for v in node.inputs())
+
 
 for _kind, (_backend, _attrs) in UNARY.items():
     LOWERINGS[_kind] = Entry(_unary(_backend, _attrs))
