@@ -170,10 +170,10 @@ class Kernel {
         name_(node->hasAttribute(kLabel)
                   ? node->s(kLabel)
                   : "graphfuse::FusionGroup_" + std::to_string(reinterpret_cast<uintptr_t>(node))) {
-    // A group whose mapping assumes finite graph inputs (see
-    // passes/finite_guard.py) takes graphfuse::all_finite's answer last.
-    finite_flag_ = node->hasAttribute(kFiniteInputs);
-    TORCH_CHECK(desc_.inputs.size() + finite_flag_ == node->inputs().size() &&
+    // A group whose mapping assumes graph inputs finite (see
+    // passes/finite_guard.py) takes graphfuse::all_finite's answer for each last.
+    if (node->hasAttribute(kFiniteInputs)) finite_flags_ = node->is(kFiniteInputs).size();
+    TORCH_CHECK(desc_.inputs.size() + finite_flags_ == node->inputs().size() &&
                     desc_.outputs.size() == node->outputs().size(),
                 "graphfuse::FusionGroup: description ports do not match the node");
     any_layout_.assign(desc_.outputs.size(), false);
@@ -193,9 +193,12 @@ class Kernel {
 
   void run(Stack& stack) {
     RECORD_FUNCTION(name_, c10::ArrayRef<const c10::IValue>{});
-    if (finite_flag_) {
-      bool finite = stack.back().toBool();
-      stack.pop_back();
+    if (finite_flags_ > 0) {
+      bool finite = true;
+      for (size_t k = 0; k < finite_flags_; ++k) {
+        finite = finite && stack.back().toBool();
+        stack.pop_back();
+      }
       if (!finite) {
         ++g_nonfinite;
         ++g_fallbacks;
@@ -567,7 +570,7 @@ class Kernel {
   std::vector<bool> free_layout_;  // per input: another group wrote it in oneDNN's layout
   std::vector<int64_t> guarded_;   // the inputs the guard checks (not the constants)
   std::vector<c10::TypePtr> guard_types_;  // what each guarded input must match
-  bool finite_flag_ = false;  // the last input says whether the assumed inputs are finite
+  size_t finite_flags_ = 0;  // last inputs: whether each input assumed finite is
   std::optional<Prepared> prepared_;  // this group's partition, found in the pipeline
   std::mutex mu_;
   std::list<SpecKey> lru_;

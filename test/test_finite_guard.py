@@ -64,6 +64,31 @@ def test_nonfinite_call_after_finite_profiling_gives_eager_nan_positions(
     check_nonfinite_call(model, [x], [bad], dtype)
 
 
+class TwoBranches(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.relu(self.conv(x)), torch.relu(self.fc(y))
+
+
+def test_nan_in_one_input_leaves_groups_of_other_inputs_fused() -> None:
+    model = TwoBranches()
+    x, y = torch.randn(1, 3, 8, 8), torch.randn(2, 8)
+    module, _, graph = fuse(model, [x, y])
+    assert len(_checks(graph)) == 2  # one scan per input
+    bad = y.clone()
+    bad[0, 0] = float("nan")
+    torch_graphfuse.reset_kernel_stats()
+    out = run(module, [x, bad])
+    with torch.no_grad():
+        torch.testing.assert_close(out, model(x, bad), equal_nan=True)
+    stats = torch_graphfuse.kernel_stats()
+    assert stats["nonfinite_fallbacks"] == 1 and stats["fused_runs"] == 1
+
+
 def test_finite_call_after_a_nonfinite_one_runs_fused_again() -> None:
     model = ConvThen(torch.relu)
     x = torch.randn(1, 3, 8, 8)
