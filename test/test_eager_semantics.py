@@ -108,6 +108,15 @@ def test_batch_one_input_meeting_a_batch_of_constants_pins_sizes() -> None:
     assert_matches(run(module, [x]), eager(model, [x]), "fp32")
 
 
+def test_dilated_max_pool_window_holding_no_input_element() -> None:
+    # Found by the fuzzer: at width 1, padding 1 and dilation 2 the window's
+    # taps are both padding: eager gives -inf, oneDNN v3.2 -FLT_MAX.
+    model = Program(lambda self, x: F.max_pool2d(x, (1, 2), (1, 1), (0, 1), 2))
+    module, _, _ = fuse(model, [torch.randn(3, 1, 1, 2)])
+    x = torch.randn(4, 1, 1, 1)
+    assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+
+
 def test_broadcast_after_linear_with_one_output_feature() -> None:
     model = Program(lambda self, x: self.lin(x) * 2.0 + self.w, w=torch.randn(1, 5, 1))
     model.lin = nn.Linear(8, 1)

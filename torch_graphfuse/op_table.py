@@ -544,6 +544,9 @@ def max_pool(lo: Lowering) -> None:
     dilations = list(dilation) if isinstance(dilation, (list, tuple)) else [dilation]
     if len(dilations) == 1:
         dilations = dilations * len(lists["kernel"])
+    if any(d != 1 for d in dilations):
+        # A dilated window may miss the input wholly: eager's -inf, oneDNN's -FLT_MAX.
+        raise Unsupported("dilated max pooling (a window may hold no input element)")
     ceil = bool(lo.const(5))
     if ceil:
         _pin_ceil_mode(lo, lists, dilations)
