@@ -41,7 +41,7 @@ struct OpDesc {
   std::vector<std::pair<dg::op::attr, AttrValue>> attrs;
 };
 
-// A backend graph in the line format written by torch_graphfuse/backend_desc.py:
+// A backend graph in the line format written by torch_graphfuse/backends/onednn/graph_desc.py:
 //   t <id> <dtype> <c|v> <ndims> <dims...> [s <strides...>]
 //   o <id> <Kind> <n_in> <ids...> <n_out> <ids...> <n_attr> (<name> <type> <n> <values...>)*
 //   in <ids...>      (FusionGroup input order)

@@ -38,6 +38,7 @@ const auto kPrepared = c10::Symbol::attr("prepared");
 const auto kFreeLayout = c10::Symbol::attr("free_layout");
 const auto kFiniteInputs = c10::Symbol::attr("finite_inputs");
 const auto kLabel = c10::Symbol::attr("label");
+const auto kBackend = c10::Symbol::attr("backend");
 std::atomic<size_t> g_compiles{0}, g_hits{0}, g_fallbacks{0}, g_fused{0}, g_inplace{0},
     g_compile_us{0}, g_first_run_us{0}, g_evictions{0}, g_nonfinite{0};
 // Bytes of constant weights bound by the cached compiled partitions of all
@@ -139,10 +140,11 @@ Dims dense_strides(const Dims& sizes, const Dims& order) {
 }
 
 // True when each guarded input still has the dtype, device and rank the
-// group was built for (and its exact sizes where the type gives them); else
+// group was built for (its exact sizes where the type gives them, and strides
+// where `exact_strides`); else
 // the group runs unfused.
 bool guard_holds(const std::vector<int64_t>& guarded, const std::vector<c10::TypePtr>& types,
-                 const Stack& stack, size_t n) {
+                 const Stack& stack, size_t n, bool exact_strides) {
   auto inputs = torch::jit::last(stack, n);
   for (size_t k = 0; k < guarded.size(); ++k) {
     const auto& expected = types[k]->expectRef<c10::TensorType>();
@@ -156,23 +158,88 @@ bool guard_holds(const std::vector<int64_t>& guarded, const std::vector<c10::Typ
     if (auto dim = expected.dim(); dim && t.dim() != static_cast<int64_t>(*dim)) return false;
     if (auto sizes = expected.sizes().concrete_sizes(); sizes && *sizes != t.sizes().vec())
       return false;
+    if (auto strides = expected.strides().concrete_sizes();
+        exact_strides && strides && *strides != t.strides().vec())
+      return false;
     if (t.requires_grad() && at::GradMode::is_enabled()) return false;
   }
   return true;
 }
 
-class Kernel {
+// What every fusion group's kernel shares, whatever its backend: the
+// profiler name, the finite flags and type guard it checks before running
+// fused, and the unfused subgraph it runs otherwise.
+class GroupBase {
  public:
-  explicit Kernel(const Node* node)
-      : desc_(GraphDesc::parse(node->s(kDesc))),
-        subgraph_(node->g(kSubgraph)),
+  GroupBase(const Node* node, bool exact_strides)
+      : subgraph_(node->g(kSubgraph)),
         // The profiler's name for the group, e.g. "graphfuse::FusionGroup_3 [linear, gelu]".
         name_(node->hasAttribute(kLabel)
                   ? node->s(kLabel)
-                  : "graphfuse::FusionGroup_" + std::to_string(reinterpret_cast<uintptr_t>(node))) {
+                  : "graphfuse::FusionGroup_" + std::to_string(reinterpret_cast<uintptr_t>(node))),
+        exact_strides_(exact_strides) {
     // A group whose mapping assumes graph inputs finite (see
     // passes/finite_guard.py) takes graphfuse::all_finite's answer for each last.
     if (node->hasAttribute(kFiniteInputs)) finite_flags_ = node->is(kFiniteInputs).size();
+    if (node->hasAttribute(kGuarded)) {
+      guarded_ = node->is(kGuarded);
+      guard_types_ = node->tys(kTypes);
+      TORCH_CHECK(guarded_.size() == guard_types_.size(),
+                  "graphfuse::FusionGroup: one guard type per guarded input");
+    }
+  }
+
+ protected:
+  // Pops the finite flags and checks the guard over the `n` inputs; when
+  // either fails, runs the unfused subgraph and returns false.
+  bool admitted(Stack& stack, size_t n) {
+    if (finite_flags_ > 0) {
+      bool finite = true;
+      for (size_t k = 0; k < finite_flags_; ++k) {
+        finite = finite && stack.back().toBool();
+        stack.pop_back();
+      }
+      if (!finite) {
+        ++g_nonfinite;
+        ++g_fallbacks;
+        run_fallback(stack);
+        return false;
+      }
+    }
+    if (!guard_holds(guarded_, guard_types_, stack, n, exact_strides_)) {
+      ++g_fallbacks;
+      run_fallback(stack);
+      return false;
+    }
+    return true;
+  }
+
+  void run_fallback(Stack& stack) {
+    RECORD_FUNCTION("graphfuse::unfused", c10::ArrayRef<const c10::IValue>{});
+    std::call_once(fallback_once_, [&] {
+      fallback_ = std::make_unique<torch::jit::Code>(subgraph_->copy(), name_ + "_fallback");
+    });
+    torch::jit::InterpreterState(*fallback_).run(stack);
+  }
+
+  const std::shared_ptr<torch::jit::Graph> subgraph_;
+  const std::string name_;
+  size_t finite_flags_ = 0;  // last inputs: whether each input assumed finite is
+
+ private:
+  const bool exact_strides_;  // the backend reads inputs with the profiled strides only
+  std::vector<int64_t> guarded_;   // the inputs the guard checks (not the constants)
+  std::vector<c10::TypePtr> guard_types_;  // what each guarded input must match
+  std::once_flag fallback_once_;
+  std::unique_ptr<torch::jit::Code> fallback_;
+};
+
+// A oneDNN Graph fusion group: compiles its partition per input spec.
+class Kernel : public GroupBase {
+ public:
+  // Strides are not guarded: a spec of other strides compiles anew.
+  explicit Kernel(const Node* node)
+      : GroupBase(node, false), desc_(GraphDesc::parse(node->s(kDesc))) {
     TORCH_CHECK(desc_.inputs.size() + finite_flags_ == node->inputs().size() &&
                     desc_.outputs.size() == node->outputs().size(),
                 "graphfuse::FusionGroup: description ports do not match the node");
@@ -183,33 +250,12 @@ class Kernel {
     free_layout_.assign(desc_.inputs.size(), false);
     if (node->hasAttribute(kFreeLayout))
       for (auto i : node->is(kFreeLayout)) free_layout_.at(i) = true;
-    if (node->hasAttribute(kGuarded)) {
-      guarded_ = node->is(kGuarded);
-      guard_types_ = node->tys(kTypes);
-      TORCH_CHECK(guarded_.size() == guard_types_.size(),
-                  "graphfuse::FusionGroup: one guard type per guarded input");
-    }
   }
 
   void run(Stack& stack) {
     RECORD_FUNCTION(name_, c10::ArrayRef<const c10::IValue>{});
-    if (finite_flags_ > 0) {
-      bool finite = true;
-      for (size_t k = 0; k < finite_flags_; ++k) {
-        finite = finite && stack.back().toBool();
-        stack.pop_back();
-      }
-      if (!finite) {
-        ++g_nonfinite;
-        ++g_fallbacks;
-        return run_fallback(stack);
-      }
-    }
     auto n = desc_.inputs.size();
-    if (!guard_holds(guarded_, guard_types_, stack, n)) {
-      ++g_fallbacks;
-      return run_fallback(stack);
-    }
+    if (!admitted(stack, n)) return;
     std::vector<at::Tensor> inputs;
     std::vector<Dims> strides;
     std::vector<Layout> layouts;
@@ -543,14 +589,6 @@ class Kernel {
     for (auto& t : outputs) stack.emplace_back(std::move(t));
   }
 
-  void run_fallback(Stack& stack) {
-    RECORD_FUNCTION("graphfuse::unfused", c10::ArrayRef<const c10::IValue>{});
-    std::call_once(fallback_once_, [&] {
-      fallback_ = std::make_unique<torch::jit::Code>(subgraph_->copy(), name_ + "_fallback");
-    });
-    torch::jit::InterpreterState(*fallback_).run(stack);
-  }
-
   static c10::ScalarType to_scalar_type(DataType t) {
     switch (t) {
       case DataType::bf16: return c10::ScalarType::BFloat16;
@@ -564,13 +602,8 @@ class Kernel {
   }
 
   const GraphDesc desc_;
-  const std::shared_ptr<torch::jit::Graph> subgraph_;
-  const std::string name_;
   std::vector<bool> any_layout_;  // per output: only other fusion groups read it
   std::vector<bool> free_layout_;  // per input: another group wrote it in oneDNN's layout
-  std::vector<int64_t> guarded_;   // the inputs the guard checks (not the constants)
-  std::vector<c10::TypePtr> guard_types_;  // what each guarded input must match
-  size_t finite_flags_ = 0;  // last inputs: whether each input assumed finite is
   std::optional<Prepared> prepared_;  // this group's partition, found in the pipeline
   std::mutex mu_;
   std::list<SpecKey> lru_;
@@ -580,8 +613,74 @@ class Kernel {
   std::shared_ptr<Entry> last_;  // the spec of the previous call, checked first
   SpecKey last_key_;
   bool warned_ = false;
-  std::once_flag fallback_once_;
-  std::unique_ptr<torch::jit::Code> fallback_;
+};
+
+GroupExecutorFactory& executor_factory() {
+  static GroupExecutorFactory factory;
+  return factory;
+}
+
+// A fusion group of a backend whose compile/execute live outside this file
+// (cuDNN: backends/cudnn/runtime.py). Its executor is made once, from the
+// group's description, and given the inputs per run; its outputs are laid over
+// the node's profiled sizes and strides (the description may view a port
+// differently: a linear's batch dims flattened into matmul rows). Any failure
+// runs the unfused subgraph, with one warning.
+class ExternalKernel : public GroupBase {
+ public:
+  explicit ExternalKernel(const Node* node)
+      : GroupBase(node, true), desc_(node->s(kDesc)), n_inputs_(node->inputs().size() - finite_flags_) {
+    for (const auto* out : node->outputs()) {
+      const auto type = out->type()->cast<c10::TensorType>();
+      auto sizes = type ? type->sizes().concrete_sizes() : std::nullopt;
+      auto strides = type ? type->strides().concrete_sizes() : std::nullopt;
+      TORCH_CHECK(sizes && strides, "graphfuse::FusionGroup: an external backend's output ",
+                  "has no profiled sizes and strides");
+      out_sizes_.push_back(*sizes);
+      out_strides_.push_back(*strides);
+    }
+  }
+
+  void run(Stack& stack) {
+    RECORD_FUNCTION(name_, c10::ArrayRef<const c10::IValue>{});
+    if (!admitted(stack, n_inputs_)) return;
+    std::vector<at::Tensor> outputs;
+    try {
+      std::call_once(made_, [&] {
+        TORCH_CHECK(executor_factory(), "no executor is registered for this backend");
+        executor_ = executor_factory()(desc_);
+      });
+      TORCH_CHECK(executor_, "the group's executor could not be made");
+      std::vector<at::Tensor> inputs;
+      inputs.reserve(n_inputs_);
+      for (auto& iv : torch::jit::last(stack, n_inputs_)) inputs.push_back(iv.toTensor());
+      outputs = executor_(inputs);
+      TORCH_CHECK(outputs.size() == out_sizes_.size(), "the executor returned ", outputs.size(),
+                  " outputs for ", out_sizes_.size());
+      for (size_t i = 0; i < outputs.size(); ++i)
+        if (outputs[i].sizes() != c10::IntArrayRef(out_sizes_[i]) ||
+            outputs[i].strides() != c10::IntArrayRef(out_strides_[i]))
+          outputs[i] = outputs[i].as_strided(out_sizes_[i], out_strides_[i],
+                                             outputs[i].storage_offset());
+    } catch (const std::exception& e) {
+      GRAPH_DEBUG(name_, ": running unfused: ", e.what());
+      if (!warned_.exchange(true))
+        TORCH_WARN("torch_graphfuse: a fusion group runs unfused: ", e.what());
+      ++g_fallbacks;
+      return run_fallback(stack);
+    }
+    torch::jit::drop(stack, n_inputs_);
+    ++g_fused;
+    for (auto& t : outputs) stack.emplace_back(std::move(t));
+  }
+
+ private:
+  const std::string desc_;
+  const size_t n_inputs_;
+  std::vector<std::vector<int64_t>> out_sizes_, out_strides_;
+  std::once_flag made_;
+  GroupExecutor executor_;
+  std::atomic<bool> warned_{false};
 };
 
 // Whether every element of `t` is finite: a scan of the exponent bits,
@@ -636,6 +735,10 @@ torch::jit::RegisterOperators register_ops({
     torch::jit::Operator(
         c10::Symbol::fromQualString("graphfuse::FusionGroup"),
         [](const Node* node) -> torch::jit::Operation {
+          if (node->hasAttribute(kBackend) && node->s(kBackend) != "onednn") {
+            auto kernel = std::make_shared<ExternalKernel>(node);
+            return [kernel](Stack& stack) { kernel->run(stack); };
+          }
           auto kernel = std::make_shared<Kernel>(node);
           return [kernel](Stack& stack) { kernel->run(stack); };
         },
@@ -643,6 +746,10 @@ torch::jit::RegisterOperators register_ops({
 });
 
 }  // namespace
+
+void set_group_executor_factory(GroupExecutorFactory factory) {
+  executor_factory() = std::move(factory);
+}
 
 std::optional<DataType> to_backend_dtype(c10::ScalarType t) {
   switch (t) {

@@ -1,17 +1,30 @@
 // The runtime of a fused region: the graphfuse::FusionGroup operator, which
 // checks its inputs' types (else runs its subgraph unfused), compiles its
-// partition per input spec and executes it with oneDNN Graph.
+// partition per input spec and executes it with oneDNN Graph, or hands a
+// group of another backend (cuDNN) to that backend's executor.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
+#include <functional>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "backend.h"
 
 namespace graphfuse {
 
 std::optional<DataType> to_backend_dtype(c10::ScalarType t);
+
+// A fusion group of another backend than oneDNN (its node's `backend`
+// attribute) runs through an executor made once per group from its
+// description and called with the group's inputs per run; any exception runs
+// the unfused subgraph. The Python side registers the factory (module.cpp).
+using GroupExecutor = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
+using GroupExecutorFactory = std::function<GroupExecutor(const std::string& desc)>;
+void set_group_executor_factory(GroupExecutorFactory factory);
 
 // Compile-cache statistics over all fusion groups, for tests and reports.
 struct KernelStats {

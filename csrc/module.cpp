@@ -1,5 +1,6 @@
-// torch_graphfuse._C: the pass hook in torch's JIT pass registry and the thin
-// oneDNN Graph bindings the Python partitioner uses.
+// torch_graphfuse._C: the pass hook in torch's JIT pass registry, the thin
+// oneDNN Graph bindings the Python partitioner uses, and the hook through
+// which a Python backend (cuDNN) executes its fusion groups.
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/jit_log.h>
 #include <torch/csrc/jit/passes/pass_manager.h>
@@ -76,6 +77,42 @@ std::vector<int64_t> prepare(const std::vector<std::string>& texts) {
   return prepare_partitions(descs);
 }
 
+// A Python object that may be dropped by a thread not holding the GIL
+// (a kernel freed with its graph); at interpreter exit it is leaked.
+std::shared_ptr<py::object> shared_py(py::object obj) {
+  return std::shared_ptr<py::object>(new py::object(std::move(obj)), [](py::object* o) {
+    if (!Py_IsInitialized()) return;
+    py::gil_scoped_acquire gil;
+    delete o;
+  });
+}
+
+// factory(desc) -> executor; executor(list[Tensor]) -> list[Tensor]. Python
+// errors come back as std::runtime_error, made while the GIL is held.
+void set_executor_factory(py::object factory) {
+  if (factory.is_none()) return set_group_executor_factory(nullptr);
+  auto made = shared_py(std::move(factory));
+  set_group_executor_factory([made](const std::string& desc) -> GroupExecutor {
+    py::gil_scoped_acquire gil;
+    std::shared_ptr<py::object> executor;
+    try {
+      executor = shared_py((*made)(desc));
+    } catch (py::error_already_set& e) {
+      throw std::runtime_error(e.what());
+    }
+    return [executor](const std::vector<at::Tensor>& inputs) {
+      py::gil_scoped_acquire gil;
+      try {
+        return (*executor)(inputs).cast<std::vector<at::Tensor>>();
+      } catch (py::error_already_set& e) {
+        throw std::runtime_error(e.what());
+      } catch (py::cast_error& e) {
+        throw std::runtime_error(std::string("the executor's result: ") + e.what());
+      }
+    };
+  });
+}
+
 }  // namespace
 }  // namespace graphfuse
 
@@ -85,6 +122,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_pipeline", [](py::object fn) { pipeline() = std::move(fn); });
   m.def("_set_enabled", [](bool on) { g_enabled = on; });
   m.def("_is_enabled", [] { return g_enabled.load(); });
+  m.def("_set_group_executor_factory", &set_executor_factory,
+        "factory(desc) -> executor(list[Tensor]) -> list[Tensor], for groups of another backend");
   m.def("_partition", &partition, "oneDNN's partitions of a backend description");
   m.def("_prepare_partitions", &prepare,
         "partition fusion groups in one oneDNN call; a ticket per group (-1: none)");

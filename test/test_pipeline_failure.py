@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import torch_graphfuse
-from torch_graphfuse.passes import op_mapping
+from torch_graphfuse.backends.onednn import op_mapping
 from torch_graphfuse.testing import runner
 
 

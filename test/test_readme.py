@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from torch_graphfuse.op_table import LOWERINGS
+from torch_graphfuse.backends.onednn.op_table import LOWERINGS
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

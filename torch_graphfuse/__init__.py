@@ -12,7 +12,7 @@ or, for inference, torch.compile(model, backend="graphfuse") (see dynamo_backend
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -86,7 +86,16 @@ def memory_budget() -> dict[str, int]:
     return _C._memory_budget()
 
 
+def _group_executor(desc: str) -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
+    """What the FusionGroup kernel runs a cuDNN group with (see csrc/fusion_group.h);
+    imported on first use so CPU-only users never load the cuDNN backend."""
+    from .backends.cudnn import runtime
+
+    return runtime.group_executor(desc)
+
+
 _C._set_pipeline(run_pipeline)
+_C._set_group_executor_factory(_group_executor)
 torch.jit.enable_graphfuse = enable_graphfuse  # type: ignore[attr-defined]
 torch.jit.graphfuse_enabled = is_enabled  # type: ignore[attr-defined]
 dynamo_backend.register()

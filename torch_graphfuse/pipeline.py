@@ -5,6 +5,10 @@ profiled graph while fusion is enabled:
       -> finiteness -> op_mapping -> partition -> rewrite -> layout_propagation
       -> type_guard -> prepare_partitions -> finite_guard
 
+op_mapping and partition are the backend's: backends/onednn for CPU tensors,
+backends/cudnn (its own partitioner) for CUDA tensors; layout_propagation and
+prepare_partitions concern oneDNN groups only.
+
 Each pass lives in passes/<name>.py and logs under that name (see log.py):
 GRAPH_DUMP shows the graph after the pass, GRAPH_DEBUG also the graph before.
 """
@@ -18,6 +22,8 @@ from collections.abc import Callable, Iterator
 import torch
 
 from . import log, picture
+from .backends.cudnn import simulation as cudnn_simulation
+from .backends.onednn import op_mapping, partition
 from .passes import (
     decompose,
     defer_size_check,
@@ -25,8 +31,6 @@ from .passes import (
     finiteness,
     layout_propagation,
     mutation_removal,
-    op_mapping,
-    partition,
     prepare_binary,
     prepare_partitions,
     rewrite,
@@ -43,17 +47,39 @@ def _logged(name: str, graph: torch._C.Graph, run: Callable[[], object]) -> None
     log.dump(name, lambda: f"after {name}:\n{graph}")
 
 
+def _device_types(block: torch._C.Block) -> set[str]:
+    """The device types of the tensors profiled in a block and its nested blocks."""
+    found = set()
+    for node in block.nodes():
+        for v in node.outputs():
+            t = v.type()
+            if isinstance(t, torch._C.TensorType) and t.device() is not None:
+                found.add(t.device().type)
+        for inner in node.blocks():
+            found |= _device_types(inner)
+    return found
+
+
 def fuse_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int,
-               facts: finiteness.Facts, report: FusionReport) -> list[torch._C.Node]:
-    """Map, partition and rewrite one block, then the blocks nested in it."""
-    mapped = op_mapping.map_block(block, free_id, facts)
-    for node, why in mapped.unmapped.items():
-        if node.kind().startswith("aten::"):
-            report.add_unmapped(node, why)
-    groups = rewrite.rewrite(graph, block, partition.find_partitions(mapped, report), report)
+               facts: finiteness.Facts, report: FusionReport,
+               devices: set[str]) -> list[torch._C.Node]:
+    """Partition and rewrite one block for each backend whose device it uses
+    (oneDNN on CPU, cuDNN on CUDA), then the blocks nested in it."""
+    groups = []
+    cudnn_device = cudnn_simulation.device_type()
+    if "cpu" in devices and cudnn_device != "cpu":
+        mapped = op_mapping.map_block(block, free_id, facts)
+        for node, why in mapped.unmapped.items():
+            if node.kind().startswith("aten::"):
+                report.add_unmapped(node, why)
+        groups += rewrite.rewrite(graph, block, partition.find_partitions(mapped, report), report)
+    if cudnn_device in devices:
+        from .backends.cudnn import partition as cudnn_partition
+        parts = cudnn_partition.find_partitions(block, facts, report, cudnn_device)
+        groups += rewrite.rewrite(graph, block, parts, report)
     for node in list(block.nodes()):
         for inner in node.blocks():
-            groups += fuse_block(graph, inner, free_id, facts, report)
+            groups += fuse_block(graph, inner, free_id, facts, report, devices)
     return groups
 
 
@@ -85,13 +111,15 @@ def _run_passes(graph: torch._C.Graph) -> None:
     report = FusionReport()
     free_id = op_mapping.first_free_id(graph)
     facts = finiteness.analyze(graph)
-    _logged("rewrite", graph,
-            lambda: groups.extend(fuse_block(graph, graph.block(), free_id, facts, report)))
+    devices = _device_types(graph.block())
+    _logged("rewrite", graph, lambda: groups.extend(
+        fuse_block(graph, graph.block(), free_id, facts, report, devices)))
     report.groups = [rewrite.group_kinds(g) for g in groups]
     rewrite.label(groups)
-    _logged("layout_propagation", graph, lambda: layout_propagation.run(groups))
+    onednn_groups = [g for g in groups if g.s("backend") == "onednn"]
+    _logged("layout_propagation", graph, lambda: layout_propagation.run(onednn_groups))
     _logged("type_guard", graph, lambda: type_guard.run(groups))
-    _logged("prepare_partitions", graph, lambda: prepare_partitions.run(groups))
+    _logged("prepare_partitions", graph, lambda: prepare_partitions.run(onednn_groups))
     _logged("finite_guard", graph, lambda: finite_guard.run(graph, groups))
     torch._C._jit_pass_dce(graph)
     graph.lint()

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..backend_desc import BACKEND_DTYPES
+from ..backends.onednn.graph_desc import BACKEND_DTYPES
 from .graph_utils import all_nodes
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..op_table import UNARY
+from ..backends.onednn.op_table import UNARY
 from .graph_utils import all_nodes, constant_number
 
 # Ops whose output has exactly the sizes of their first input, whatever they are.

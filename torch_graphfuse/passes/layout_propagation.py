@@ -22,7 +22,8 @@ NAME = log.module_name(__file__)
 
 def _read_only_by_groups(value: torch._C.Value) -> bool:
     uses = value.uses()
-    return bool(uses) and all(use.user.kind() == FUSION_GROUP for use in uses)
+    return bool(uses) and all(use.user.kind() == FUSION_GROUP
+                              and use.user.s("backend") == "onednn" for use in uses)
 
 
 def run(groups: list[torch._C.Node]) -> None:

@@ -22,7 +22,7 @@ import numbers
 
 import torch
 
-from ..backend_desc import BACKEND_DTYPES
+from ..backends.onednn.graph_desc import BACKEND_DTYPES
 from .graph_utils import all_nodes, constant_number, insert_cast
 
 BINARY_KINDS = ("aten::add", "aten::sub", "aten::mul", "aten::div")

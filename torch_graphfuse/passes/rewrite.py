@@ -15,9 +15,9 @@ from __future__ import annotations
 import torch
 
 from .. import log
+from ..backends import Partition, describe
 from ..report import FusionReport
 from .graph_utils import written_values
-from .partition import Partition, describe
 
 NAME = log.module_name(__file__)
 FUSION_GROUP = "graphfuse::FusionGroup"
@@ -149,6 +149,7 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
         group.insertAfter(last)
         group.g_("Subgraph", _subgraph(part, inputs))
         group.s_("desc", part.text)
+        group.s_("backend", part.backend)
         group.i_("static_shapes", int(part.static_shapes))
         if part.assumes_finite:
             group.is_("finite_inputs", sorted(part.assumes_finite))

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import log
-from ..backend_desc import BackendGraph
-from ..op_table import LOWERINGS, NOT_MAPPED, Lowering, Unsupported, tensor_spec
-from . import finiteness
-from .finiteness import Facts
+from ... import log
+from ...passes import finiteness
+from ...passes.finiteness import Facts
+from .graph_desc import BackendGraph
+from .op_table import LOWERINGS, NOT_MAPPED, Lowering, Unsupported, tensor_spec
 
 NAME = log.module_name(__file__)
 

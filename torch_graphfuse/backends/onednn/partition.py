@@ -24,35 +24,19 @@ of a block. A supported partition becomes a fusion group when
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
 import torch
 
-from .. import _C, log
-from ..backend_desc import BackendGraph, BackendOp
-from ..op_table import LOWERINGS
-from ..report import FusionReport
+from ... import _C, log
+from ...report import FusionReport
+from .. import Partition, describe
+from .graph_desc import BackendGraph, BackendOp
 from .op_mapping import MappedBlock
+from .op_table import LOWERINGS
 
 NAME = log.module_name(__file__)
 
 
-@dataclass
-class Partition:
-    nodes: list[torch._C.Node]  # in block order
-    ops: list[BackendOp]
-    inputs: list[torch._C.Value]  # FusionGroup input order (oneDNN's port order)
-    outputs: list[torch._C.Value]
-    input_ids: list[int]  # the values' unique ids, which outlive a rewrite
-    output_ids: list[int]
-    text: str  # the backend description the kernel compiles
-    static_shapes: bool  # a mapping baked in profiled sizes: guard exact sizes
-    assumes_finite: frozenset[int]  # graph inputs its mappings assume finite
-
-
-def describe(nodes: list[torch._C.Node]) -> str:
-    """A region as the log and the report name it: "_convolution, relu"."""
-    return ", ".join(n.kind().split("::")[-1] for n in nodes)
 
 
 def _used_outside(nodes: list[torch._C.Node], block_nodes: set[torch._C.Node]) -> set[int]:
@@ -240,7 +224,7 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
             _reject(nodes, "a lone op ATen runs as fast")
             continue
         text = backend.to_text(ops, in_ids, out_ids)
-        result.append(Partition(nodes, ops, [mapped.values[i] for i in in_ids],
+        result.append(Partition(nodes, [mapped.values[i] for i in in_ids],
                                 [mapped.values[i] for i in out_ids], in_ids, out_ids, text,
                                 matmul_broadcast == "pin"
                                 or any(op.static_shapes for op in ops),

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from .backend_desc import BACKEND_DTYPES, BackendGraph, TensorSpec
-from .passes.finiteness import Facts
+from ...passes.finiteness import Facts
+from .graph_desc import BACKEND_DTYPES, BackendGraph, TensorSpec
 
 
 class Unsupported(Exception):
