@@ -39,6 +39,7 @@ const auto kFreeLayout = c10::Symbol::attr("free_layout");
 const auto kFiniteInputs = c10::Symbol::attr("finite_inputs");
 const auto kLabel = c10::Symbol::attr("label");
 const auto kBackend = c10::Symbol::attr("backend");
+const auto kOutputTypes = c10::Symbol::attr("output_types");
 std::atomic<size_t> g_compiles{0}, g_hits{0}, g_fallbacks{0}, g_fused{0}, g_inplace{0},
     g_compile_us{0}, g_first_run_us{0}, g_evictions{0}, g_nonfinite{0};
 // Bytes of constant weights bound by the cached compiled partitions of all
@@ -623,21 +624,27 @@ GroupExecutorFactory& executor_factory() {
 // A fusion group of a backend whose compile/execute live outside this file
 // (cuDNN: backends/cudnn/runtime.py). Its executor is made once, from the
 // group's description, and given the inputs per run; its outputs are laid over
-// the node's profiled sizes and strides (the description may view a port
-// differently: a linear's batch dims flattened into matmul rows). Any failure
+// the node's profiled sizes, strides and dtypes (the description may view a
+// port differently: a linear's batch dims flattened into matmul rows). Any failure
 // runs the unfused subgraph, with one warning.
 class ExternalKernel : public GroupBase {
  public:
   explicit ExternalKernel(const Node* node)
       : GroupBase(node, true), desc_(node->s(kDesc)), n_inputs_(node->inputs().size() - finite_flags_) {
-    for (const auto* out : node->outputs()) {
-      const auto type = out->type()->cast<c10::TensorType>();
+    const auto& types = node->tys(kOutputTypes);
+    TORCH_CHECK(types.size() == node->outputs().size(),
+                "graphfuse::FusionGroup: one output type per output");
+    for (const auto& out : types) {
+      const auto type = out->cast<c10::TensorType>();
       auto sizes = type ? type->sizes().concrete_sizes() : std::nullopt;
       auto strides = type ? type->strides().concrete_sizes() : std::nullopt;
       TORCH_CHECK(sizes && strides, "graphfuse::FusionGroup: an external backend's output ",
                   "has no profiled sizes and strides");
+      TORCH_CHECK(type->scalarType(), "graphfuse::FusionGroup: an external backend's output ",
+                  "has no profiled dtype");
       out_sizes_.push_back(*sizes);
       out_strides_.push_back(*strides);
+      out_dtypes_.push_back(*type->scalarType());
     }
   }
 
@@ -657,11 +664,16 @@ class ExternalKernel : public GroupBase {
       outputs = executor_(inputs);
       TORCH_CHECK(outputs.size() == out_sizes_.size(), "the executor returned ", outputs.size(),
                   " outputs for ", out_sizes_.size());
-      for (size_t i = 0; i < outputs.size(); ++i)
+      for (size_t i = 0; i < outputs.size(); ++i) {
         if (outputs[i].sizes() != c10::IntArrayRef(out_sizes_[i]) ||
             outputs[i].strides() != c10::IntArrayRef(out_strides_[i]))
           outputs[i] = outputs[i].as_strided(out_sizes_[i], out_strides_[i],
                                              outputs[i].storage_offset());
+        // A backend may compute an output wider than eager's (cuDNN writes
+        // reductions in float): rounded once, as eager rounds its result.
+        if (outputs[i].scalar_type() != out_dtypes_[i])
+          outputs[i] = outputs[i].to(out_dtypes_[i]);
+      }
     } catch (const std::exception& e) {
       GRAPH_DEBUG(name_, ": running unfused: ", e.what());
       if (!warned_.exchange(true))
@@ -678,6 +690,7 @@ class ExternalKernel : public GroupBase {
   const std::string desc_;
   const size_t n_inputs_;
   std::vector<std::vector<int64_t>> out_sizes_, out_strides_;
+  std::vector<c10::ScalarType> out_dtypes_;
   std::once_flag made_;
   GroupExecutor executor_;
   std::atomic<bool> warned_{false};

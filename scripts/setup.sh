@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up torch_graphfuse from a fresh clone, idempotently: a virtual environment
-# in .venv, torch 2.13.0 (CPU), oneDNN v3.2 (Graph API) from PyPI, and the C++
+# in .venv, torch 2.13.0 (CPU), oneDNN v3.2 (Graph API) from PyPI, cuDNN and its frontend
+# (the optional `cuda` extra, for the no-GPU cuDNN tests), and the C++
 # extension built with CMake + Ninja into build/cmake (incremental on rebuild).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,13 +15,15 @@ fi
 # shellcheck disable=SC1091
 . "$venv/bin/activate"
 
+# requirements-cuda.txt is the optional `cuda` extra (cuDNN and its frontend, no GPU needed):
+# installed here so that the cuDNN test tiers that need no device always run.
 stamp="$venv/.requirements.sha"
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
+want=$(cat requirements.txt requirements-cuda.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing requirements"
   python -m pip install -q --upgrade pip
   python -m pip install -q "$(grep '^torch==' requirements.txt)"
-  python -m pip install -q -r requirements.txt
+  python -m pip install -q -r requirements.txt -r requirements-cuda.txt
   echo "$want" > "$stamp"
 fi
 

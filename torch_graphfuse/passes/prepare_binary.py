@@ -31,9 +31,12 @@ _IDENTITY = {"aten::sub": 0, "aten::mul": 1, "aten::div": 1}
 
 def _result_dtype(node: torch._C.Node) -> torch.dtype | None:
     t = node.output().type()
-    if isinstance(t, torch._C.TensorType) and t.dtype() in BACKEND_DTYPES:
-        return t.dtype()
-    return None
+    if not isinstance(t, torch._C.TensorType) or t.dtype() not in BACKEND_DTYPES:
+        return None
+    # A CUDA graph goes to cuDNN, which takes a number as a pointwise scalar in
+    # float, as eager on CUDA does (backends/cudnn/op_table).
+    device = t.device()
+    return None if device is not None and device.type != "cpu" else t.dtype()
 
 
 def _alpha(node: torch._C.Node) -> numbers.Number | None:

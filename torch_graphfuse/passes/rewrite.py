@@ -150,6 +150,10 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
         group.g_("Subgraph", _subgraph(part, inputs))
         group.s_("desc", part.text)
         group.s_("backend", part.backend)
+        if part.backend != "onednn":
+            # The executor's outputs are laid over these: the optimized graph
+            # keeps attributes, not the profiled types of values.
+            group.tys_("output_types", [v.type() for v in part.outputs])
         group.i_("static_shapes", int(part.static_shapes))
         if part.assumes_finite:
             group.is_("finite_inputs", sorted(part.assumes_finite))

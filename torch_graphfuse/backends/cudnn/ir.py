@@ -76,12 +76,15 @@ class Graph:
     @staticmethod
     def from_json(text: str) -> Graph:
         data = json.loads(text)
-        if data.get("version") != VERSION:
-            raise ValueError(f"IR version {data.get('version')} is not {VERSION}")
-        graph = Graph(data["io_dtype"], data["intermediate_dtype"], data["compute_dtype"],
-                      [Tensor(**t) for t in data["tensors"]],
-                      [Node(**n) for n in data["nodes"]],
-                      list(data["inputs"]), list(data["outputs"]))
+        if not isinstance(data, dict) or data.get("version") != VERSION:
+            raise ValueError(f"not an IR of version {VERSION}")
+        try:
+            graph = Graph(data["io_dtype"], data["intermediate_dtype"], data["compute_dtype"],
+                          [Tensor(**t) for t in data["tensors"]],
+                          [Node(**n) for n in data["nodes"]],
+                          list(data["inputs"]), list(data["outputs"]))
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"malformed IR: {e!r}") from e
         validate(graph)
         return graph
 

@@ -8,9 +8,7 @@ fallbacks) where no GPU is."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
-
-import torch
+from collections.abc import Iterator
 
 _device_type = "cuda"
 
@@ -20,22 +18,15 @@ def device_type() -> str:
     return _device_type
 
 
-def interpreter_executor(desc: str) -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
-    from . import interpreter, ir
-
-    graph = ir.Graph.from_json(desc)
-    return lambda inputs: interpreter.run(graph, list(inputs))
-
-
 @contextlib.contextmanager
 def on_cpu() -> Iterator[None]:
     global _device_type
-    from . import runtime
+    from . import interpreter, runtime
 
     previous = _device_type
     _device_type = "cpu"
     try:
-        with runtime.executor_factory(interpreter_executor):
+        with runtime.executor_factory(interpreter.executor):
             yield
     finally:
         _device_type = previous

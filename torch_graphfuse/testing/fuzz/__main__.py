@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from torch_graphfuse.testing import fuzz
 from torch_graphfuse.testing.fuzz.describe import describe
 from torch_graphfuse.testing.fuzz.execute import check
-from torch_graphfuse.testing.fuzz.longrun import Pool, Report, Task, case_for
+from torch_graphfuse.testing.fuzz.longrun import Pool, Report, Task, backend, case_for
 from torch_graphfuse.testing.fuzz.summary import Summary
 
 
@@ -22,14 +22,15 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
     dtypes = ["fp32", "bf16"] if args.dtype == "both" else [args.dtype]
     indices = [args.index] if args.index is not None else \
         range(args.start, args.start + args.graphs)
-    return [Task(i, dtypes[i % len(dtypes)], args.seed) for i in indices]
+    return [Task(i, dtypes[i % len(dtypes)], args.seed, backend=args.backend) for i in indices]
 
 
 def _single(task: Task) -> int:
     """--index: one graph in this process, everything printed."""
     case = case_for(task)
     print(describe(case))
-    r = check(case)
+    with backend(task.backend):
+        r = check(case)
     print(f"status: {r.status}, {r.groups} fusion groups {r.reason}")
     for p in r.problems:
         print(f"plugin: {p}")
@@ -44,6 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--graphs", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", choices=["fp32", "bf16", "both"], default="both")
+    ap.add_argument("--backend", choices=["onednn", "cudnn"], default="onednn",
+                    help="cudnn: the cuDNN partitioner and lowering, run on CPU by the IR's "
+                         "reference interpreter")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     ap.add_argument("--start", type=int, default=0, help="first graph index")
     ap.add_argument("--index", type=int, help="run one graph here and print it")
@@ -67,17 +71,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(summary.progress(len(tasks)), flush=True)
     try:
         pool.run(tasks, on_report)
-        minimized = _minimize_some(pool, summary, args.minimize)
+        minimized = _minimize_some(pool, summary, args.minimize, args.backend)
     finally:
         pool.close()
     print(summary.render(minimized))
     return 1 if summary.count("plugin") else 0
 
 
-def _minimize_some(pool: Pool, summary: Summary, per_cause: int) -> dict[tuple[str, int], str]:
+def _minimize_some(pool: Pool, summary: Summary, per_cause: int,
+                   backend: str) -> dict[tuple[str, int], str]:
     """Minimize the first `per_cause` failures of each cause (not crashes: each
     candidate would take a worker down)."""
-    tasks = [Task(r.index, r.dtype, summary.seed, cause)
+    tasks = [Task(r.index, r.dtype, summary.seed, cause, backend)
              for cause, group in summary.failures().items()
              for r in [r for r in group if not r.crashed][:per_cause]]
     found: dict[tuple[str, int], str] = {}

@@ -6,6 +6,7 @@ reported, not fatal; a `Report` is the plain data a worker sends back.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import time
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from torch_graphfuse.backends.cudnn import simulation
 from torch_graphfuse.testing.fuzz.compare import short_error
 from torch_graphfuse.testing.fuzz.describe import reproducer
 from torch_graphfuse.testing.fuzz.execute import check
@@ -29,6 +31,7 @@ class Task:
     dtype: str
     seed: int
     minimize_cause: str = ""
+    backend: str = "onednn"  # or "cudnn": its partitioner and lowering, simulated on CPU
 
 
 @dataclass
@@ -54,7 +57,18 @@ def case_for(task: Task) -> Case:
     return generate(RandomChooser(f"{task.seed}:{task.index}:{task.dtype}"), task.dtype)
 
 
+def backend(name: str) -> contextlib.AbstractContextManager[None]:
+    """Where fused graphs run: oneDNN, or the cuDNN backend's partitioner and
+    lowering with the reference interpreter as executor (backends/cudnn/simulation)."""
+    return simulation.on_cpu() if name == "cudnn" else contextlib.nullcontext()
+
+
 def run_task(task: Task) -> Report:
+    with backend(task.backend):
+        return _run_task(task)
+
+
+def _run_task(task: Task) -> Report:
     start = time.monotonic()
     try:
         case = case_for(task)

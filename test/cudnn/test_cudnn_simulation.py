@@ -1,0 +1,106 @@
+"""The cuDNN backend end to end on CPU: models partitioned by the cuDNN
+partitioner run through the real FusionGroup kernel with the reference
+interpreter as executor (backends/cudnn/simulation.py), and give eager's
+results; guards and failures fall back to the unfused subgraph."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+from fusion_check import assert_matches, eager, fuse, run
+from torch import nn
+
+import torch_graphfuse
+from torch_graphfuse.backends.cudnn import runtime, simulation
+from torch_graphfuse.testing import models, runner, transformer
+
+
+@pytest.fixture(autouse=True)
+def simulated() -> Iterator[None]:
+    with simulation.on_cpu():
+        yield
+
+
+def backends(graph: torch._C.Graph) -> list[str]:
+    return [g.s("backend") for g in runner.fusion_groups(graph)]
+
+
+class ConvBiasRelu(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(8, 16, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(x))
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_conv_bias_relu_runs_as_one_cudnn_group(dtype: str) -> None:
+    model, x = ConvBiasRelu(), torch.randn(2, 8, 10, 10)
+    _, out, graph = fuse(model, [x], dtype)
+    assert backends(graph) == ["cudnn"]
+    assert_matches(out, eager(model, [x], dtype), dtype)
+    assert torch_graphfuse.kernel_stats()["fused_runs"] > 0
+
+
+def test_channels_last_conv_keeps_eager_strides() -> None:
+    model = ConvBiasRelu().to(memory_format=torch.channels_last)
+    x = torch.randn(2, 8, 10, 10).to(memory_format=torch.channels_last)
+    _, out, graph = fuse(model, [x])
+    assert backends(graph) == ["cudnn"]
+    ref = eager(model, [x])
+    assert_matches(out, ref, "fp32")
+    assert out.stride() == ref.stride()
+
+
+def test_residual_block_matches_eager() -> None:
+    model, x = models.BasicBlock(16, 16), torch.randn(2, 16, 8, 8)
+    _, out, graph = fuse(model, [x])
+    assert backends(graph) and set(backends(graph)) == {"cudnn"}
+    assert_matches(out, eager(model, [x]), "fp32")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_mlp_linear_gelu_matches_eager(dtype: str) -> None:
+    model, x = transformer.mlp((32, 64, 64, 32)), torch.randn(4, 7, 32)
+    _, out, graph = fuse(model, [x], dtype)
+    assert backends(graph) and set(backends(graph)) == {"cudnn"}
+    assert_matches(out, eager(model, [x], dtype), dtype)
+
+
+def test_bert_layer_matches_eager() -> None:
+    model = transformer.bert_layer(hidden=64, heads=4, intermediate=128)
+    inputs = transformer.bert_inputs(2, 16, hidden=64)
+    _, out, graph = fuse(model, inputs)
+    assert "cudnn" in backends(graph)
+    assert_matches(out, eager(model, inputs), "fp32")
+
+
+def test_other_strides_run_unfused() -> None:
+    model, x = ConvBiasRelu(), torch.randn(2, 8, 10, 10)
+    module, _, graph = fuse(model, [x])
+    assert backends(graph) == ["cudnn"]
+    torch_graphfuse.reset_kernel_stats()
+    y = x.to(memory_format=torch.channels_last)
+    assert_matches(run(module, [y]), eager(model, [y]), "fp32")
+    stats = torch_graphfuse.kernel_stats()
+    assert stats["fallbacks"] == 1 and stats["fused_runs"] == 0
+
+
+def test_executor_failure_runs_unfused_with_one_warning() -> None:
+    def broken(desc: str) -> runtime.Executor:
+        def execute(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+            raise RuntimeError("cuDNN refused the plan (simulated)")
+        return execute
+
+    model, x = ConvBiasRelu(), torch.randn(2, 8, 10, 10)
+    with runtime.executor_factory(broken):
+        module = runner.freeze(model.eval(), [x])
+        with pytest.warns(UserWarning, match="runs unfused: .*simulated") as caught:
+            outs = [run(module, [x]) for _ in range(4)]
+    assert sum("runs unfused" in str(w.message) for w in caught) == 1
+    for out in outs:
+        assert_matches(out, eager(model, [x]), "fp32")
+    assert torch_graphfuse.kernel_stats()["fallbacks"] >= 1

@@ -1,0 +1,242 @@
+"""IR -> cuDNN frontend graph (`cudnn.pygraph`, the frontend's Python API).
+
+One translation of an `ir.Graph`, node by node in the IR's (topological)
+order. Every IR tensor becomes one frontend tensor named `t<id>` with the IR's
+dims, strides and dtype, so the frontend's JSON reads like the IR; group ports
+get uid `uid(id)`, fixed by the IR alone, so a plan deserialized in another
+process binds the same buffers. Node outputs are made by the frontend and then
+given the IR's dims/strides (a layout is strides: channels_last stays
+channels_last through the epilogue) and, for group outputs, marked as outputs.
+
+Building needs no device: the graph exists in Python until `validate()` lowers
+it to cuDNN, which needs a handle, or a device description (deviceless mode,
+cuDNN >= 9.8: `device` names one of device_specs.DEVICES).
+
+`cudnn` comes from the optional `cuda` extra (`pip install torch_graphfuse[cuda]`)
+and is imported on first use only: the CPU path never needs it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from ... import log
+from . import ir
+
+NAME = log.module_name(__file__)
+
+
+class CudnnUnavailable(ImportError):
+    """The cuDNN frontend (the `cuda` extra) is not installed."""
+
+
+def load_cudnn() -> ModuleType:
+    """The `cudnn` module, or CudnnUnavailable saying how to get it."""
+    try:
+        import cudnn
+    except ImportError as error:
+        raise CudnnUnavailable(
+            "the cuDNN backend needs nvidia-cudnn-frontend and nvidia-cudnn-cu13: "
+            "pip install 'torch_graphfuse[cuda]'") from error
+    return cudnn
+
+
+class BuildError(ValueError):
+    """An IR the frontend cannot express (unknown mode, attribute or port)."""
+
+
+def uid(tensor_id: int) -> int:
+    """The frontend uid of IR tensor `tensor_id` (0 is the frontend's 'unset')."""
+    return tensor_id + 1
+
+
+@dataclass(frozen=True)
+class FrontendPointwise:
+    method: str  # the pygraph method, which takes the inputs IN_0.. positionally
+    arity: int
+    attrs: dict[str, str] = field(default_factory=dict)  # IR attr -> method keyword
+
+
+# IR pointwise modes are cuDNN's CUDNN_POINTWISE_* names in lower case (the
+# interpreter's table); their scalar attributes are cuDNN's attribute names.
+# Adding a mode is one entry.
+POINTWISE: dict[str, FrontendPointwise] = {
+    "add": FrontendPointwise("add", 2),
+    "sub": FrontendPointwise("sub", 2),
+    "mul": FrontendPointwise("mul", 2),
+    "div": FrontendPointwise("div", 2),
+    "max": FrontendPointwise("max", 2),
+    "min": FrontendPointwise("min", 2),
+    "pow": FrontendPointwise("pow", 2),
+    "identity": FrontendPointwise("identity", 1),
+    "neg": FrontendPointwise("neg", 1),
+    "abs": FrontendPointwise("abs", 1),
+    "exp": FrontendPointwise("exp", 1),
+    "log": FrontendPointwise("log", 1),
+    "sqrt": FrontendPointwise("sqrt", 1),
+    "rsqrt": FrontendPointwise("rsqrt", 1),
+    "reciprocal": FrontendPointwise("reciprocal", 1),
+    "erf": FrontendPointwise("erf", 1),
+    "sin": FrontendPointwise("sin", 1),
+    "cos": FrontendPointwise("cos", 1),
+    "tan": FrontendPointwise("tan", 1),
+    "ceil": FrontendPointwise("ceil", 1),
+    "floor": FrontendPointwise("floor", 1),
+    "tanh_fwd": FrontendPointwise("tanh", 1),
+    "sigmoid_fwd": FrontendPointwise("sigmoid", 1),
+    "gelu_fwd": FrontendPointwise("gelu", 1),
+    "gelu_approx_tanh_fwd": FrontendPointwise("gelu_approx_tanh", 1),
+    "relu_fwd": FrontendPointwise("relu", 1, {"relu_lower_clip": "lower_clip",
+                                              "relu_upper_clip": "upper_clip",
+                                              "relu_lower_clip_slope": "negative_slope"}),
+    "swish_fwd": FrontendPointwise("swish", 1, {"swish_beta": "swish_beta"}),
+}
+
+# IR reduction modes are cuDNN's CUDNN_REDUCE_TENSOR_* names in lower case.
+REDUCTION_MODES = ("add", "mul", "min", "max", "amax", "avg", "norm1", "norm2", "mul_no_zeros")
+
+_DTYPES = {"float": "FLOAT", "half": "HALF", "bfloat16": "BFLOAT16"}
+
+
+@dataclass
+class Built:
+    graph: Any  # cudnn.pygraph
+    tensors: dict[int, Any]  # IR tensor id -> frontend tensor (execute's variant pack by uid)
+
+
+def build(graph: ir.Graph, handle: Any = None, device: str | None = None) -> Built:
+    """The frontend graph of `graph`, not yet validated.
+
+    `handle`: the cuDNN handle it will run on (None: the frontend's default one
+    at validate()). `device`: a device_specs.DEVICES name, for deviceless mode
+    (support checks and plans for that GPU with no GPU present)."""
+    ir.validate(graph)
+    cudnn = load_cudnn()
+    options: dict[str, Any] = {}
+    if device is not None:
+        from . import device_specs
+
+        options["device_property"] = device_specs.device_properties(device)
+        options["sm_version"] = device_specs.sm_version(device)
+    fe = cudnn.pygraph(
+        name="graphfuse",
+        io_data_type=_dtype(cudnn, graph.io_dtype),
+        intermediate_data_type=_dtype(cudnn, graph.intermediate_dtype),
+        compute_data_type=_dtype(cudnn, graph.compute_dtype),
+        handle=handle, **options)
+    by_id = {t.id: t for t in graph.tensors}
+    tensors: dict[int, Any] = {}
+    for tid in graph.inputs:
+        t = by_id[tid]
+        tensors[tid] = fe.tensor(name=f"t{tid}", dim=list(t.dims), stride=list(t.strides),
+                                 data_type=_dtype(cudnn, t.dtype), uid=uid(tid))
+    for index, node in enumerate(graph.nodes):
+        made = _NODE_BUILDERS[node.op](cudnn, fe, node, tensors, f"n{index}_{_label(node)}")
+        for port, tid in node.outputs.items():
+            if port not in made:
+                raise BuildError(f"{node.op}: no output port {port}")
+            tensors[tid] = _describe_output(cudnn, made[port], by_id[tid])
+    log.debug(NAME, lambda: f"frontend graph:\n{fe}")
+    return Built(fe, tensors)
+
+
+def graph_json(graph: ir.Graph) -> dict[str, Any]:
+    """The frontend's own JSON printout of `graph` (for the log); needs no device."""
+    return json.loads(str(build(graph).graph))
+
+
+# -- one builder per IR node op -------------------------------------------------------
+
+
+def _conv_fprop(cudnn: ModuleType, fe: Any, node: ir.Node, tensors: dict[int, Any],
+                name: str) -> dict[str, Any]:
+    _check(node, {"X", "W"}, {"padding", "stride", "dilation"})
+    y = fe.conv_fprop(image=tensors[node.inputs["X"]], weight=tensors[node.inputs["W"]],
+                      padding=list(_attr(node, "padding")), stride=list(_attr(node, "stride")),
+                      dilation=list(_attr(node, "dilation")), name=name)
+    return {"Y": y}
+
+
+def _matmul(cudnn: ModuleType, fe: Any, node: ir.Node, tensors: dict[int, Any],
+            name: str) -> dict[str, Any]:
+    _check(node, {"A", "B"}, set())
+    return {"C": fe.matmul(A=tensors[node.inputs["A"]], B=tensors[node.inputs["B"]], name=name)}
+
+
+def _pointwise(cudnn: ModuleType, fe: Any, node: ir.Node, tensors: dict[int, Any],
+               name: str) -> dict[str, Any]:
+    mode = node.attrs.get("mode")
+    spec = POINTWISE.get(mode)  # type: ignore[arg-type]
+    if spec is None:
+        raise BuildError(f"pointwise: mode {mode!r} has no frontend call")
+    # A number operand (x * 0.5, clamp bounds) is the last input, as a scalar
+    # baked into the graph: the IR's fingerprint, and so the plan caches, hold it.
+    scalar = node.attrs.get("scalar")
+    n_tensors = spec.arity - (scalar is not None)
+    if n_tensors < 1:
+        raise BuildError(f"pointwise {mode}: a scalar and no tensor input")
+    _check(node, {f"IN_{i}" for i in range(n_tensors)}, {"mode", "scalar", *spec.attrs})
+    inputs = [tensors[node.inputs[f"IN_{i}"]] for i in range(n_tensors)]
+    if scalar is not None:
+        inputs.append(fe.tensor_scalar(float(scalar), cudnn.scalar_type.COMPILE_TIME_CONST,
+                                       name=f"{name}_scalar"))
+    options = {spec.attrs[a]: float(v) for a, v in node.attrs.items()
+               if a in spec.attrs and v is not None}
+    return {"OUT_0": getattr(fe, spec.method)(*inputs, name=name, **options)}
+
+
+def _reduction(cudnn: ModuleType, fe: Any, node: ir.Node, tensors: dict[int, Any],
+               name: str) -> dict[str, Any]:
+    _check(node, {"X"}, {"mode"})
+    mode = _attr(node, "mode")
+    if mode not in REDUCTION_MODES:
+        raise BuildError(f"reduction: mode {mode!r} has no frontend call")
+    y = fe.reduction(tensors[node.inputs["X"]], mode=getattr(cudnn.reduction_mode, mode.upper()),
+                     name=name)
+    return {"Y": y}
+
+
+_NODE_BUILDERS = {
+    "conv_fprop": _conv_fprop,
+    "matmul": _matmul,
+    "pointwise": _pointwise,
+    "reduction": _reduction,
+}
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def _dtype(cudnn: ModuleType, name: str) -> Any:
+    return getattr(cudnn.data_type, _DTYPES[name])
+
+
+def _label(node: ir.Node) -> str:
+    return str(node.attrs.get("mode", node.op)) if node.op == "pointwise" else node.op
+
+
+def _attr(node: ir.Node, name: str) -> Any:
+    if name not in node.attrs:
+        raise BuildError(f"{node.op}: no attribute {name!r}")
+    return node.attrs[name]
+
+
+def _check(node: ir.Node, ports: set[str], attrs: set[str]) -> None:
+    """Refuse what this translation would silently drop: other ports or attributes."""
+    if set(node.inputs) != ports:
+        raise BuildError(f"{node.op}: input ports {sorted(node.inputs)}, expected {sorted(ports)}")
+    unknown = set(node.attrs) - attrs
+    if unknown:
+        raise BuildError(f"{node.op} {node.attrs.get('mode', '')}: attributes {sorted(unknown)} "
+                         "have no frontend counterpart")
+
+
+def _describe_output(cudnn: ModuleType, made: Any, tensor: ir.Tensor) -> Any:
+    made.set_name(f"t{tensor.id}").set_dim(list(tensor.dims)).set_stride(list(tensor.strides))
+    made.set_data_type(_dtype(cudnn, tensor.dtype))
+    if not tensor.virtual:
+        made.set_output(True).set_uid(uid(tensor.id))
+    return made

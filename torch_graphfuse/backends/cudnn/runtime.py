@@ -1,0 +1,278 @@
+"""Running cuDNN fusion groups: the executor the FusionGroup kernel calls.
+
+The kernel of a cuDNN group calls `group_executor(desc)` once (desc: the group's
+IR as JSON), then the returned callable per run with the group's inputs in port
+order. The callable returns the outputs as fresh CUDA tensors laid out as the
+IR's output tensors (dims and strides). Whatever it raises, the kernel warns
+once and runs the group unfused, so every check here raises rather than guesses.
+
+Inputs are read as cuDNN reads them: the IR tensor's dims and strides over the
+given tensor's memory from its data pointer (the interpreter's convention; the
+kernel passes the tensors the graph has, e.g. a linear's (B, S, K) input for an
+IR (1, B*S, K) operand). So an input must be a CUDA tensor on the group's device,
+of the IR's dtype, 16-byte aligned, whose memory holds everything the IR's
+strides reach. Whether that memory means what the lowering meant is the
+kernel's type guard's business (it checks the profiled sizes and strides).
+
+A run takes the plan of its device (plans.py; chosen once per device, from
+memory, disk or cuDNN), allocates outputs and workspace from torch's caching
+allocator and executes on torch's current CUDA stream, with one cuDNN handle
+per thread and device (a handle must not be shared across threads).
+
+`set_executor_factory` / `executor_factory` swap what `group_executor` makes
+(the CPU reference interpreter stands in for cuDNN in CPU end-to-end tests);
+`stats()` counts plans and runs whatever the factory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from ... import log
+from . import ir, plans
+from .interpreter import TORCH_DTYPES
+
+NAME = log.module_name(__file__)
+
+Executor = Callable[[Sequence[torch.Tensor]], list[torch.Tensor]]
+ExecutorFactory = Callable[[str], Executor]
+
+# cuDNN's tensor descriptors promise 16-byte aligned pointers to its kernels.
+ALIGNMENT = 16
+
+
+class InputMismatch(ValueError):
+    """An input cuDNN's plan cannot be run on."""
+
+
+# -- inputs ------------------------------------------------------------------------------
+
+
+def _extent(dims: Sequence[int], strides: Sequence[int]) -> int:
+    """Elements from the first to one past the last that dims and strides reach."""
+    if any(d == 0 for d in dims):
+        return 0
+    return 1 + sum((d - 1) * s for d, s in zip(dims, strides, strict=True))
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What the plan reads through one input port."""
+
+    tensor_id: int
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: torch.dtype
+
+    @staticmethod
+    def of(t: ir.Tensor) -> InputSpec:
+        return InputSpec(t.id, tuple(t.dims), tuple(t.strides), TORCH_DTYPES[t.dtype])
+
+    def check(self, given: Any, port: int) -> None:
+        """Raise InputMismatch unless cuDNN may read this spec from `given`'s memory."""
+        where = f"input {port} (IR tensor {self.tensor_id})"
+        if not isinstance(given, torch.Tensor):
+            raise InputMismatch(f"{where}: got {type(given).__name__}, not a tensor")
+        if given.dtype != self.dtype:
+            raise InputMismatch(f"{where}: dtype {given.dtype}, the plan reads {self.dtype}")
+        if given.data_ptr() % ALIGNMENT:
+            raise InputMismatch(f"{where}: data not {ALIGNMENT}-byte aligned")
+        room = given.untyped_storage().nbytes() // given.element_size() - given.storage_offset()
+        if _extent(self.dims, self.strides) > room:
+            raise InputMismatch(f"{where}: dims {list(self.dims)} strides {list(self.strides)} "
+                                f"reach past the {room} elements of the given memory")
+
+
+def check_inputs(specs: Sequence[InputSpec], inputs: Sequence[Any]) -> torch.device:
+    """The device the inputs share; InputMismatch unless all of them are fit to run."""
+    if len(inputs) != len(specs):
+        raise InputMismatch(f"the plan takes {len(specs)} inputs, got {len(inputs)}")
+    device: torch.device | None = None
+    for port, (spec, given) in enumerate(zip(specs, inputs, strict=True)):
+        spec.check(given, port)
+        if given.device.type != "cuda":
+            raise InputMismatch(f"input {port}: on {given.device}, cuDNN runs on CUDA")
+        if device is None:
+            device = given.device
+        elif given.device != device:
+            raise InputMismatch(f"input {port}: on {given.device}, input 0 on {device}")
+    if device is None:
+        raise InputMismatch("a group without inputs has no device to run on")
+    return device
+
+
+# -- handles and the plan cache -----------------------------------------------------------
+
+
+_handles = threading.local()
+
+
+def _handle(device_index: int) -> Any:
+    """This thread's cuDNN handle on the device (the current one), made on first
+    use and kept for the thread's life."""
+    from .builder import load_cudnn
+
+    by_device = _handles.__dict__.setdefault("by_device", {})
+    handle = by_device.get(device_index)
+    if handle is None:
+        handle = by_device[device_index] = load_cudnn().create_handle()
+    return handle
+
+
+_cache_lock = threading.Lock()
+_cache: plans.PlanCache | None = None
+
+
+def plan_cache() -> plans.PlanCache:
+    """The process's plan cache, on disk under plans.cache_dir() as it is at first use."""
+    global _cache
+    with _cache_lock:
+        if _cache is None:
+            _cache = plans.PlanCache(plans.CudnnCompiler(), plans.PlanStore(plans.cache_dir()))
+        return _cache
+
+
+# -- the cuDNN executor -------------------------------------------------------------------
+
+
+class CudnnExecutor:
+    """One group's runs: its IR parsed once, its plan found once per device."""
+
+    def __init__(self, desc: str) -> None:
+        self.graph = ir.Graph.from_json(desc)
+        self.specs = [InputSpec.of(self.graph.tensor(tid)) for tid in self.graph.inputs]
+        self.outputs = [self.graph.tensor(tid) for tid in self.graph.outputs]
+        self._plans: dict[int, plans.Compiled] = {}
+        # Why cuDNN gave no plan, per device: asking again on every run would
+        # cost each unfused run the heuristics' milliseconds.
+        self._refusals: dict[int, str] = {}
+
+    def plan_for(self, device_index: int, handle: Any) -> plans.Compiled:
+        compiled = self._plans.get(device_index)
+        if compiled is not None:
+            return compiled
+        refusal = self._refusals.get(device_index)
+        if refusal is not None:
+            raise RuntimeError(f"cuDNN has no plan for this group: {refusal}")
+        try:
+            key = plans.device_key(self.graph, device_index)
+            compiled = plan_cache().get(self.graph, key, device_index, handle,
+                                        plans.autotune_enabled())
+        except Exception as error:
+            self._refusals[device_index] = f"{type(error).__name__}: {error}"
+            raise
+        self._plans[device_index] = compiled
+        return compiled
+
+    def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        device = check_inputs(self.specs, inputs)
+        from .builder import load_cudnn
+
+        cudnn = load_cudnn()
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        # cuDNN calls on a handle must come with its device current; the JIT does
+        # not switch devices for a custom op.
+        with torch.cuda.device(index):
+            handle = _handle(index)
+            # cuDNN launches on the handle's stream: make it torch's, as eager would
+            # run. The raw getter costs well under a microsecond; current_stream()
+            # builds an object, a few microseconds on every run.
+            cudnn.set_stream(handle, torch._C._cuda_getCurrentRawStream(index))
+            compiled = self.plan_for(index, handle)
+            outputs = [torch.empty_strided(t.dims, t.strides, dtype=TORCH_DTYPES[t.dtype],
+                                           device=device) for t in self.outputs]
+            pack = {compiled.uids[tid]: x
+                    for tid, x in zip(self.graph.inputs, inputs, strict=True)}
+            pack.update((compiled.uids[t.id], y)
+                        for t, y in zip(self.outputs, outputs, strict=True))
+            workspace = (torch.empty(compiled.workspace_size, dtype=torch.uint8, device=device)
+                         if compiled.workspace_size else None)
+            with compiled.lock:
+                compiled.graph.execute(pack, workspace, handle=handle)
+        return outputs
+
+
+# -- the factory the kernel calls ----------------------------------------------------------
+
+
+@dataclass
+class _RunStats:
+    executions: int = 0
+    failures: int = 0
+
+
+_run_stats = _RunStats()
+_stats_lock = threading.Lock()
+_factory: ExecutorFactory = CudnnExecutor
+
+
+def group_executor(desc: str) -> Executor:
+    """The callable that runs the group described by `desc` (the IR JSON), made by the
+    current factory. Failures to make or run it are counted and raised."""
+    try:
+        executor = _factory(desc)
+    except Exception:
+        _count(failures=1)
+        raise
+
+    def run(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        try:
+            outputs = executor(inputs)
+        except Exception as error:
+            log.debug(NAME, f"a group fails, the kernel runs it unfused: {error}")
+            _count(failures=1)
+            raise
+        _count(executions=1)
+        return outputs
+
+    return run
+
+
+def _count(executions: int = 0, failures: int = 0) -> None:
+    with _stats_lock:
+        _run_stats.executions += executions
+        _run_stats.failures += failures
+
+
+def set_executor_factory(factory: ExecutorFactory | None) -> ExecutorFactory:
+    """Make `group_executor` use `factory` (None: cuDNN's); returns the previous one.
+    Groups whose executor is already made keep it."""
+    global _factory
+    previous = _factory
+    _factory = CudnnExecutor if factory is None else factory
+    return previous
+
+
+@contextlib.contextmanager
+def executor_factory(factory: ExecutorFactory) -> Iterator[None]:
+    """`factory` makes the executors inside the block."""
+    previous = set_executor_factory(factory)
+    try:
+        yield
+    finally:
+        set_executor_factory(previous)
+
+
+def stats() -> dict[str, float]:
+    """plans_built, memory_hits, disk_hits, disk_rejected, build_ms (the plan cache's,
+    this process), executions and failures (runs through group_executor)."""
+    with _stats_lock:
+        runs = asdict(_run_stats)
+    cached = asdict(_cache.stats) if _cache is not None else asdict(plans.CacheStats())
+    return {**cached, **runs}
+
+
+def reset() -> None:
+    """Zero the counts and forget the plan cache (the next use reads the cache
+    folder again); the plans on disk stay."""
+    global _cache
+    with _stats_lock:
+        _run_stats.executions = _run_stats.failures = 0
+    with _cache_lock:
+        _cache = None
