@@ -1,9 +1,12 @@
 """Side-by-side benchmark: torch_graphfuse against eager, frozen TorchScript, PyTorch's
 built-in oneDNN Graph fuser, torch.compile (inductor) and torch_graphfuse through torch.compile
 (backend "graphfuse"), on ResNet-50, BERT-base and an MLP, in fp32 and bf16 (autocast), in one
-process with the same inputs and threads.
+process with the same inputs and threads. int8 rows (ResNet-50, BERT-base): the models
+statically quantized, torch_graphfuse against eager int8 PyTorch, torch.compile (inductor) of
+the PT2E model, OpenVINO with NNCF, and torch_graphfuse's own fp32.
 
-    python benchmarks/bench.py [--quick] [--models resnet50,bert,mlp] [--out benchmarks]
+    python benchmarks/bench.py [--quick] [--models resnet50,bert,mlp] [--dtypes fp32,bf16,int8]
+                               [--agreement N] [--out benchmarks]
 """
 
 from __future__ import annotations
@@ -13,25 +16,30 @@ import contextlib
 import copy
 import dataclasses
 import datetime
+import functools
 import itertools
+import logging
 import math
 import statistics
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 import torch_graphfuse
-from torch_graphfuse.testing import runner
+from torch_graphfuse.testing import quantize, runner
 from torch_graphfuse.testing.models import resnet18, resnet50
 from torch_graphfuse.testing.transformer import bert_base, bert_inputs, bert_layer, mlp
 
 Inputs = list[torch.Tensor]
 Call = Callable[[], torch.Tensor]
+Forward = Callable[..., torch.Tensor]  # a model's forward: called with its inputs
 
 BERT_SEQ = 128
 MLP_SIZES = (1024, 4096, 4096, 1024)
@@ -40,6 +48,12 @@ CHAIN_LENGTH = 20
 CHAIN_WIDTH = 16
 PROBE_SIZE = 1 << 16
 DTYPES = (torch.float32, torch.bfloat16)
+INT8 = torch.int8  # the dtype of int8 configurations: statically quantized models
+DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", INT8: "int8"}
+CALIBRATION_SAMPLES = 16  # per int8 configuration, in batches of the configuration's size
+CALIBRATION_SAMPLES_QUICK = 4
+AGREEMENT_SAMPLES = 200  # images for the int8 peers' top-1 agreement with the float model
+AGREEMENT_SAMPLES_QUICK = 8
 
 
 # ---------------------------------------------------------------- workloads
@@ -52,6 +66,9 @@ class Workload:
     inputs: Callable[[int], Inputs]
     flops: Callable[[int], float]  # per call, from the batch size
     batches: tuple[int, ...]
+    int8_batches: tuple[int, ...] = ()
+    classifier: bool = False  # int8: top-1 agreement with the float model is reported
+    transformer: bool = False  # int8: only linears quantized (FX), NNCF's transformer scheme
 
 
 def _images(resolution: int) -> Callable[[int], Inputs]:
@@ -79,21 +96,23 @@ def _mlp_flops(batch: int) -> float:
 
 FULL = {
     "resnet50": Workload("ResNet-50 224", resnet50, _images(224), lambda b: 2 * 4.1e9 * b,
-                         (1, 32)),
-    "bert": Workload(f"BERT-base s{BERT_SEQ}", bert_base, _bert_inputs, _bert_flops(12), (1, 8)),
+                         (1, 32), int8_batches=(1, 32), classifier=True),
+    "bert": Workload(f"BERT-base s{BERT_SEQ}", bert_base, _bert_inputs, _bert_flops(12), (1, 8),
+                     int8_batches=(1,), transformer=True),
     "mlp": Workload("MLP", lambda: mlp(MLP_SIZES), lambda b: [torch.randn(b, MLP_SIZES[0])],
                     _mlp_flops, (1, 32)),
 }
 QUICK = {  # small stand-ins, batch 1 only
     "resnet50": Workload("ResNet-18 112", resnet18, _images(112), lambda b: 2 * 1.82e9 / 4 * b,
-                         (1,)),
-    "bert": Workload(f"BERT layer s{BERT_SEQ}", bert_layer, _bert_inputs, _bert_flops(1), (1,)),
+                         (1,), int8_batches=(1,), classifier=True),
+    "bert": Workload(f"BERT layer s{BERT_SEQ}", bert_layer, _bert_inputs, _bert_flops(1), (1,),
+                     int8_batches=(1,), transformer=True),
     "mlp": dataclasses.replace(FULL["mlp"], batches=(1,)),
 }
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
-    return "bf16" if dtype == torch.bfloat16 else "fp32"
+    return DTYPE_NAMES[dtype]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,13 +127,23 @@ class Config:
         return f"{self.workload.name} b{self.batch} {_dtype_name(self.dtype)}"
 
 
-def configs(models: Sequence[str], quick: bool) -> list[Config]:
+def configs(models: Sequence[str], quick: bool,
+            dtypes: Sequence[str] = tuple(DTYPE_NAMES.values())) -> list[Config]:
+    """Each model's fp32 and bf16 configurations, then its int8 ones, of the named dtypes."""
     workloads = QUICK if quick else FULL
     unknown = set(models) - set(workloads)
     if unknown:
         raise SystemExit(f"unknown models: {', '.join(sorted(unknown))}")
-    return [Config(m, workloads[m], batch, dtype) for m in models
-            for batch in workloads[m].batches for dtype in DTYPES]
+    unknown = set(dtypes) - set(DTYPE_NAMES.values())
+    if unknown:
+        raise SystemExit(f"unknown dtypes: {', '.join(sorted(unknown))}")
+    todo = []
+    for m in models:
+        todo += [Config(m, workloads[m], batch, dtype) for batch in workloads[m].batches
+                 for dtype in DTYPES if _dtype_name(dtype) in dtypes]
+        if "int8" in dtypes:
+            todo += [Config(m, workloads[m], batch, INT8) for batch in workloads[m].int8_batches]
+    return todo
 
 
 # ---------------------------------------------------------------- peers
@@ -169,10 +198,11 @@ def _graphfuse_compile(model: nn.Module, inputs: Inputs) -> Call:
 class Peer:
     key: str
     label: str
-    build: Callable[[nn.Module, Inputs], Call]
+    build: Callable[[Any, Inputs], Call | Forward]  # from the model (int8: Int8Models)
     onednn: bool = False
     graphfuse: bool = False
     first_calls: int = 3  # fresh processes that time its first call (0: not a compilation)
+    forward: bool = False  # build gives a Forward, which also runs other inputs (int8 peers)
 
 
 PEERS = (
@@ -187,6 +217,106 @@ PEERS_BY_KEY = {p.key: p for p in PEERS}
 SCRIPT, GRAPHFUSE = PEERS[1], PEERS[-1]
 
 
+class NotInstalled(Exception):
+    """An optional benchmark dependency is missing: the peer reports `not installed`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Int8Models:
+    """A float model and its statically quantized versions, from one calibration set. Called,
+    it runs the reference quantized model: the PT2E GraphModule in eager PyTorch."""
+
+    fp32: nn.Module
+    pt2e: torch.fx.GraphModule  # torchao PT2E, X86InductorQuantizer
+    fbgemm: torch.fx.GraphModule  # torch.ao FX, converted to the x86 engine's quantized ops
+    calibration: list[Inputs]
+    transformer: bool
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.pt2e(*inputs)
+
+
+def int8_models(model: nn.Module, config: Config, quick: bool) -> Int8Models:
+    """Quantize `model` for an int8 configuration: calibration batches of the configuration's
+    batch size (PT2E exports with static shapes), drawn from its input distribution."""
+    samples = CALIBRATION_SAMPLES_QUICK if quick else CALIBRATION_SAMPLES
+    calibration = [config.workload.inputs(config.batch)
+                   for _ in range(max(1, samples // config.batch))]
+    example = calibration[0]
+    only = (nn.Linear,) if config.workload.transformer else None
+    return Int8Models(model, quantize.pt2e(model, example, calibration),
+                      quantize.fx_fbgemm(model, example, calibration, only), calibration,
+                      config.workload.transformer)
+
+
+def _profiled(module: torch.jit.ScriptModule, inputs: Inputs) -> Forward:
+    """Run the profiling runs: the fusers compile at the last one."""
+    for _ in range(runner.PROFILING_RUNS):
+        module(*inputs)
+    return module
+
+
+def _graphfuse_fp32(models: Int8Models, inputs: Inputs) -> Forward:
+    return _profiled(runner.freeze(models.fp32, inputs), inputs)
+
+
+def _graphfuse_int8(models: Int8Models, inputs: Inputs) -> Forward:
+    return _profiled(quantize.freeze_quantized(models.pt2e, inputs), inputs)
+
+
+def _eager_int8(models: Int8Models, inputs: Inputs) -> Forward:
+    torch.backends.quantized.engine = "x86"
+    return models.fbgemm
+
+
+def _inductor_int8(models: Int8Models, inputs: Inputs) -> Forward:
+    torch._dynamo.reset()
+    torch._inductor.config.freezing = True
+    compiled = torch.compile(copy.deepcopy(models.pt2e), backend="inductor")
+    compiled(*inputs)
+    return compiled
+
+
+def _openvino_int8(models: Int8Models, inputs: Inputs) -> Forward:
+    """The float model converted by OpenVINO, quantized by NNCF's post-training quantization
+    on the same calibration batches, compiled for the CPU with torch's thread count."""
+    try:
+        import nncf
+        import openvino as ov
+    except ImportError as error:
+        raise NotInstalled(error.name or "openvino / nncf") from error
+
+    nncf.set_log_level(logging.WARNING)
+    converted = ov.convert_model(copy.deepcopy(models.fp32), example_input=tuple(inputs))
+    dataset = nncf.Dataset(models.calibration, lambda batch: tuple(t.numpy() for t in batch))
+    quantized = nncf.quantize(
+        converted, dataset, subset_size=len(models.calibration),
+        model_type=nncf.ModelType.TRANSFORMER if models.transformer else None)
+    compiled = ov.Core().compile_model(quantized, "CPU", {
+        "INFERENCE_NUM_THREADS": torch.get_num_threads(), "PERFORMANCE_HINT": "LATENCY"})
+    _progress(f"  OpenVINO {ov.get_version()}, NNCF {nncf.__version__}, inference precision "
+              f"{compiled.get_property('INFERENCE_PRECISION_HINT')}")
+    request = compiled.create_infer_request()
+
+    def forward(*args: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(request.infer([a.numpy() for a in args], share_inputs=True)[0])
+
+    return forward
+
+
+INT8_PEERS = (
+    Peer("graphfuse_fp32", "torch_graphfuse fp32", _graphfuse_fp32, graphfuse=True,
+         first_calls=0, forward=True),
+    Peer("eager_int8", "eager int8 (x86 engine)", _eager_int8, first_calls=0, forward=True),
+    Peer("inductor_int8", "torch.compile int8 (inductor, PT2E)", _inductor_int8,
+         first_calls=0, forward=True),
+    Peer("openvino_int8", "OpenVINO int8 (NNCF)", _openvino_int8, first_calls=0, forward=True),
+    Peer("graphfuse_int8", "torch_graphfuse int8 (PT2E)", _graphfuse_int8, graphfuse=True,
+         first_calls=0, forward=True),
+)
+GRAPHFUSE_FP32, GRAPHFUSE_INT8 = INT8_PEERS[0], INT8_PEERS[-1]
+
+
 # ---------------------------------------------------------------- measuring
 
 
@@ -199,6 +329,8 @@ def _progress(line: str) -> None:
 
 
 def _failure(error: Exception) -> str:
+    if isinstance(error, NotInstalled):
+        return f"not installed ({error}): pip install -r requirements-bench.txt"
     text = f"{type(error).__name__}: {error}".strip().splitlines()[0]
     return text if len(text) <= 160 else text[:157] + "..."
 
@@ -247,6 +379,7 @@ class Built:
     call: Call
     diff: float
     groups: int | None  # torch_graphfuse only: fusion groups in the optimized graph
+    forward: Forward | None = None  # peers that run other inputs too (Peer.forward)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,6 +388,7 @@ class Measurement:
     diff: float
     groups: int | None = None  # torch_graphfuse only: fusion groups and unfused fallback runs
     fallbacks: int = 0
+    agreement: float | str | None = None  # int8 classifiers: top-1 agreement with float
 
     @property
     def note(self) -> str:
@@ -279,14 +413,16 @@ def _max_abs_diff(out: torch.Tensor, reference: torch.Tensor) -> float:
     return (out.float() - reference.float()).abs().max().item()
 
 
-def build(peer: Peer, model: nn.Module, inputs: Inputs, dtype: torch.dtype,
+def build(peer: Peer, model: nn.Module | Int8Models, inputs: Inputs, dtype: torch.dtype,
           reference: torch.Tensor) -> Built:
     with torch.no_grad(), autocast(dtype), fusers(peer.onednn, peer.graphfuse):
-        call = peer.build(model, inputs)
+        made = peer.build(model, inputs)
+        forward = made if peer.forward else None
+        call = functools.partial(made, *inputs) if peer.forward else made
         diff = _max_abs_diff(call(), reference)
         graph = torch.jit.last_executed_optimized_graph() if peer.graphfuse else None
     groups = None if graph is None else len(runner.fusion_groups(graph))
-    return Built(peer, call, diff, groups)
+    return Built(peer, call, diff, groups, forward)
 
 
 def _round(built: Sequence[Built], failed: dict[str, str],
@@ -342,9 +478,11 @@ def timed_rounds(built: Sequence[Built], dtype: torch.dtype, timing: Timing,
     return medians, rounds, sum(map(len, stalled.values()))
 
 
-def compare(model: nn.Module, inputs: Inputs, dtype: torch.dtype, peers: Sequence[Peer],
-            timing: Timing, probe: StallProbe, label: str) -> Comparison:
-    """Build every peer (each its own module) and time them against each other."""
+def compare(model: nn.Module | Int8Models, inputs: Inputs, dtype: torch.dtype,
+            peers: Sequence[Peer], timing: Timing, probe: StallProbe, label: str,
+            agreement: Callable[[Built], float] | None = None) -> Comparison:
+    """Build every peer (each its own module) and time them against each other; then, given
+    `agreement`, each peer's top-1 agreement with the float model."""
     with torch.no_grad(), autocast(dtype):
         reference = model(*inputs)
     results: dict[str, Result] = {}
@@ -366,7 +504,8 @@ def compare(model: nn.Module, inputs: Inputs, dtype: torch.dtype, peers: Sequenc
     for b in built:
         ms = times[b.peer.key]
         results[b.peer.key] = ms if isinstance(ms, str) else Measurement(
-            ms, b.diff, b.groups, fallbacks if b.peer.graphfuse else 0)
+            ms, b.diff, b.groups, fallbacks if b.peer.graphfuse else 0,
+            _agreement(agreement, b, label))
     results = {peer.key: results[peer.key] for peer in peers}
     _progress(f"  {label} | median ms: " + ", ".join(
         f"{key} {r if isinstance(r, str) else f'{r.ms:.2f}'}" for key, r in results.items())
@@ -374,9 +513,56 @@ def compare(model: nn.Module, inputs: Inputs, dtype: torch.dtype, peers: Sequenc
     return Comparison(results, {}, rounds, stalls)
 
 
+def _agreement(agreement: Callable[[Built], float] | None, built: Built,
+               label: str) -> float | str | None:
+    if agreement is None:
+        return None
+    try:
+        share = agreement(built)
+    except Exception as error:  # reported in the peer's cell, never ends the run
+        _progress(f"  {label} | {built.peer.label}: top-1 agreement failed: {_failure(error)}")
+        return _failure(error)
+    _progress(f"  {label} | {built.peer.label}: top-1 agreement with float {100 * share:.1f}%")
+    return share
+
+
+def top1_agreement(models: Int8Models, config: Config, samples: int) -> Callable[[Built], float]:
+    """The share of `samples` synthetic inputs (whole batches of the configuration's size, from
+    its input distribution) where a peer's top-1 class is the float model's."""
+    torch.manual_seed(1)
+    batches = [config.workload.inputs(config.batch)
+               for _ in range(max(1, math.ceil(samples / config.batch)))]
+    with torch.no_grad():
+        expected = [models.fp32(*batch).argmax(-1) for batch in batches]
+
+    def share(built: Built) -> float:
+        if built.forward is None:
+            raise ValueError("the peer runs its benchmark inputs only")
+        same = 0
+        with torch.no_grad(), fusers(built.peer.onednn, built.peer.graphfuse):
+            for batch, classes in zip(batches, expected, strict=True):
+                same += int((built.forward(*batch).argmax(-1) == classes).sum())
+        return same / sum(len(classes) for classes in expected)
+
+    return share
+
+
 def _model_and_inputs(config: Config) -> tuple[nn.Module, Inputs]:
     torch.manual_seed(0)
     return config.workload.build().eval(), config.workload.inputs(config.batch)
+
+
+def run_int8_config(config: Config, timing: Timing, probe: StallProbe, quick: bool,
+                    samples: int) -> Comparison:
+    """The int8 peers, against the reference quantized model (PT2E, eager). No first-call
+    times: the quantization recipe itself (calibration) dominates a deployment's start."""
+    model, inputs = _model_and_inputs(config)
+    start = time.perf_counter()
+    models = int8_models(model, config, quick)
+    _progress(f"  {config.label} | quantized (PT2E and FX, {len(models.calibration)} "
+              f"calibration batches) in {_ms_since(start) / 1e3:.0f} s")
+    agreement = top1_agreement(models, config, samples) if config.workload.classifier else None
+    return compare(models, inputs, INT8, INT8_PEERS, timing, probe, config.label, agreement)
 
 
 def run_config(config: Config, timing: Timing, probe: StallProbe, quick: bool) -> Comparison:
@@ -450,8 +636,29 @@ GEMMS = {  # the first is the ceiling
 }
 
 
+def _int8_gemms() -> dict[str, Call]:
+    """int8 GEMM_SIZE^3 matmuls: oneDNN's u8 x s8 (the form VNNI takes directly, as quantized
+    convs and linears run) with a prepacked weight, and torch._int_mm's s8 x s8."""
+    shape = (GEMM_SIZE, GEMM_SIZE)
+    a = torch.randint(0, 256, shape, dtype=torch.uint8)
+    b = torch.randint(-128, 128, shape, dtype=torch.int8)
+    packed = torch.ops.onednn.qlinear_prepack(b, list(shape))
+    scales, zeros = torch.full((GEMM_SIZE,), 0.01), torch.zeros(GEMM_SIZE, dtype=torch.long)
+    signed = torch.randint(-128, 128, shape, dtype=torch.int8)
+    return {
+        INT8_GEMMS[0]: lambda: torch.ops.onednn.qlinear_pointwise(
+            a, 0.02, 0, packed, scales, zeros, None, 1.0, 0, torch.float32, "none", [], ""),
+        INT8_GEMMS[1]: lambda: torch._int_mm(signed, b),
+    }
+
+
+INT8_GEMMS = ("oneDNN u8 x s8 (torch.ops.onednn.qlinear_pointwise, prepacked weight)",
+              "torch._int_mm (s8 x s8 -> s32)")
+
+
 def gemm_gflops(probe: StallProbe) -> dict[str, Ceilings]:
-    """GFLOP/s of a GEMM_SIZE^3 linear per way of running it in torch, per dtype."""
+    """GFLOP/s of a GEMM_SIZE^3 linear per way of running it in torch, per dtype; and GOP/s of
+    the int8 ones."""
     gflops: dict[str, Ceilings] = {}
     for name, gemm in GEMMS.items():
         gflops[name] = {}
@@ -464,6 +671,11 @@ def gemm_gflops(probe: StallProbe) -> dict[str, Ceilings]:
             gflops[name][dtype] = 2 * GEMM_SIZE ** 3 / ms / 1e6
         _progress(f"GEMM {name}: " + ", ".join(f"{_dtype_name(d)} {g:.0f} GFLOP/s"
                                                for d, g in gflops[name].items()))
+    for name, gemm in _int8_gemms().items():
+        probe.wait(10.0)
+        ms = runner.median_ms(gemm, warmup=2, iters=10)
+        gflops[name] = {INT8: 2 * GEMM_SIZE ** 3 / ms / 1e6}
+        _progress(f"GEMM {name}: int8 {gflops[name][INT8]:.0f} GOP/s")
     return gflops
 
 
@@ -599,25 +811,104 @@ def geomean_lines(runs: Runs) -> list[str]:
 
 def failure_lines(runs: Runs) -> list[str]:
     return [f"- {config.label}, {peer.label}: {run.results[peer.key]}"
-            for config, run in runs.items() for peer in PEERS
+            for config, run in runs.items()
+            for peer in (INT8_PEERS if config.dtype == INT8 else PEERS)
             if isinstance(run.results[peer.key], str)]
+
+
+def int8_latency_table(runs: Runs) -> list[str]:
+    quantized = INT8_PEERS[1:]
+    header = ["model", "batch", *(f"{p.label} ms" for p in INT8_PEERS),
+              *(f"{p.label}: speedup vs torch_graphfuse fp32" for p in quantized),
+              "torch_graphfuse int8 groups", "rounds (stalled calls)"]
+    rows = []
+    for config, run in runs.items():
+        speedups = [_speedup(run.results, GRAPHFUSE_FP32.key, p.key) for p in quantized]
+        rows.append([config.workload.name, str(config.batch),
+                     *(_cell(run.results[p.key], lambda m: f"{m.ms:.2f}") for p in INT8_PEERS),
+                     *("-" if s is None else f"{s:.2f}x" for s in speedups),
+                     _cell(run.results[GRAPHFUSE_INT8.key], lambda m: m.note),
+                     f"{run.rounds} ({run.stalled})"])
+    return _table(header, rows)
+
+
+def _agreement_cell(result: Result) -> str:
+    if isinstance(result, str) or result.agreement is None:
+        return "-"
+    if isinstance(result.agreement, str):
+        return "failed: " + result.agreement.replace("|", "\\|")[:60]
+    return f"{100 * result.agreement:.1f}%"
+
+
+def int8_accuracy_table(runs: Runs) -> list[str]:
+    header = ["model", "batch", *(f"{p.label}: max abs diff" for p in INT8_PEERS),
+              *(f"{p.label}: top-1 agreement" for p in INT8_PEERS)]
+    rows = [[c.workload.name, str(c.batch),
+             *(_cell(run.results[p.key], lambda m: f"{m.diff:.2e}") for p in INT8_PEERS),
+             *(_agreement_cell(run.results[p.key]) for p in INT8_PEERS)]
+            for c, run in runs.items()]
+    return _table(header, rows)
+
+
+def int8_throughput_table(runs: Runs, ceilings: Ceilings) -> list[str]:
+    header = ["model", "batch", "GOP per call", *(p.label for p in INT8_PEERS)]
+    rows = []
+    for config, run in runs.items():
+        ops = config.workload.flops(config.batch)
+
+        def rate(m: Measurement, ceiling: float, ops: float = ops) -> str:
+            gops = ops / m.ms / 1e6
+            return f"{gops:.0f} ({100 * gops / ceiling:.0f}%)"
+
+        cells = [_cell(run.results[p.key], functools.partial(
+            rate, ceiling=ceilings[torch.float32 if p is GRAPHFUSE_FP32 else INT8]))
+            for p in INT8_PEERS]
+        rows.append([config.workload.name, str(config.batch), f"{ops / 1e9:.2f}", *cells])
+    return _table(header, rows)
+
+
+def int8_lines(runs: Runs, ceilings: Ceilings, samples: int) -> list[str]:
+    return [
+        "Statically quantized models: per-tensor u8 activations, per-channel s8 weights, "
+        "calibrated on the same synthetic batches for every recipe "
+        f"({CALIBRATION_SAMPLES} samples, {CALIBRATION_SAMPLES_QUICK} with --quick). "
+        "torch_graphfuse int8 and torch.compile int8 run the torchao PT2E model "
+        "(X86InductorQuantizer; traced + frozen, or compiled with freezing); eager int8 is the "
+        "torch.ao FX model converted to the x86 quantized engine; OpenVINO int8 is the float "
+        "model converted by OpenVINO and quantized by NNCF (post-training). BERT: linears "
+        "only, as the X86InductorQuantizer does (NNCF: its transformer scheme). "
+        "torch_graphfuse fp32 runs the float model. Max abs diff is against the reference "
+        "quantized model: the PT2E model in eager PyTorch. Top-1 agreement (ResNet) is with "
+        f"the float model, over {samples} synthetic images (rounded up to whole batches).", "",
+        "### Latency (ms)", "", *int8_latency_table(runs), "",
+        "### Max abs diff vs the reference quantized model, top-1 agreement with float", "",
+        *int8_accuracy_table(runs), "",
+        "### Achieved GOP/s (fraction of the int8 ceiling; torch_graphfuse fp32: of the fp32 "
+        "ceiling)", "", *int8_throughput_table(runs, ceilings), "",
+    ]
 
 
 def gemm_lines(measured: Sequence[dict[str, Ceilings]]) -> list[str]:
     lines = [f"GEMM ({GEMM_SIZE}^3 linear) GFLOP/s, measured at the start and at the end of the "
-             "run; the best oneDNN one is the ceiling:", ""]
+             "run; the best oneDNN one is the ceiling (int8: the best of both int8 GEMMs):", ""]
     for name in GEMMS:
         values = "; ".join(", ".join(f"{m[name][d]:.0f}" for d in DTYPES) for m in measured)
         lines.append(f"- {name}: fp32, bf16 = {values}")
+    for name in INT8_GEMMS:
+        values = "; ".join(f"{m[name][INT8]:.0f}" for m in measured)
+        lines.append(f"- {name}: int8 GOP/s = {values}")
     best = best_ceilings(measured)
     lines += ["", f"Ceiling: {best[torch.float32]:.0f} GFLOP/s fp32, "
-              f"{best[torch.bfloat16]:.0f} GFLOP/s bf16."]
+              f"{best[torch.bfloat16]:.0f} GFLOP/s bf16, {best[INT8]:.0f} GOP/s int8 "
+              f"({best[INT8] / best[torch.float32]:.1f}x fp32)."]
     return lines
 
 
 def best_ceilings(measured: Sequence[dict[str, Ceilings]]) -> Ceilings:
     ceiling = next(iter(GEMMS))
-    return {dtype: max(m[ceiling][dtype] for m in measured) for dtype in DTYPES}
+    best = {dtype: max(m[ceiling][dtype] for m in measured) for dtype in DTYPES}
+    best[INT8] = max(m[name][INT8] for m in measured for name in INT8_GEMMS)
+    return best
 
 
 def overhead_lines(overhead: Overhead) -> list[str]:
@@ -633,7 +924,9 @@ def overhead_lines(overhead: Overhead) -> list[str]:
 
 
 def report(runs: Runs, gemms: Sequence[dict[str, Ceilings]], overhead: Overhead | None,
-           command: str, quick: bool) -> str:
+           command: str, quick: bool, samples: int) -> str:
+    int8_runs = {c: run for c, run in runs.items() if c.dtype == INT8}
+    float_runs = {c: run for c, run in runs.items() if c.dtype != INT8}
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# torch_graphfuse benchmark" + (" (quick smoke run)" if quick else ""), "",
@@ -647,20 +940,19 @@ def report(runs: Runs, gemms: Sequence[dict[str, Ceilings]], overhead: Overhead 
         "autocast context (eager casts its weights once, from autocast's cache). "
         "Speedups are torch_graphfuse's over that peer; max abs diff is against eager in the "
         "same dtype.", "",
-        "## Latency", "", *latency_table(runs), "",
-        "## Geomean speedup of torch_graphfuse", "", *geomean_lines(runs), "",
-        "## First call (ms)", "",
-        "Each in a fresh process, as a deployment starting up sees it: trace + freeze + "
-        "profiling runs (where the fusers compile and oneDNN reorders the weights) for the "
-        "TorchScript peers, the first call (compilation) for torch.compile. Median of "
-        f"{1 if quick else max(p.first_calls for p in PEERS)} processes per TorchScript peer, "
-        "interleaved; torch.compile: one process (its on-disk caches as configured, default "
-        "on).", "",
-        *first_call_table(runs), "",
-        "## Max abs diff vs eager", "", *accuracy_table(runs), "",
-        "## Achieved GFLOP/s (fraction of the GEMM ceiling)", "",
-        *gemm_lines(gemms), "", *throughput_table(runs, best_ceilings(gemms)), "",
     ]
+    if float_runs:
+        lines += [
+            "## Latency", "", *latency_table(float_runs), "",
+            "## Geomean speedup of torch_graphfuse", "", *geomean_lines(float_runs), "",
+            *first_call_lines(float_runs, quick),
+            "## Max abs diff vs eager", "", *accuracy_table(float_runs), "",
+        ]
+    lines += ["## Achieved GFLOP/s (fraction of the GEMM ceiling)", "", *gemm_lines(gemms), ""]
+    if float_runs:
+        lines += [*throughput_table(float_runs, best_ceilings(gemms)), ""]
+    if int8_runs:
+        lines += ["## int8", "", *int8_lines(int8_runs, best_ceilings(gemms), samples)]
     if overhead is not None:
         lines += ["## Per-call overhead of a fusion group", "", *overhead_lines(overhead), ""]
     failures = failure_lines(runs)
@@ -669,26 +961,51 @@ def report(runs: Runs, gemms: Sequence[dict[str, Ceilings]], overhead: Overhead 
     return "\n".join(lines)
 
 
-def plot(runs: Runs, path: Path) -> None:
-    """Grouped bars: each peer's speedup over eager, per configuration."""
-    import matplotlib
+def first_call_lines(runs: Runs, quick: bool) -> list[str]:
+    return [
+        "## First call (ms)", "",
+        "Each in a fresh process, as a deployment starting up sees it: trace + freeze + "
+        "profiling runs (where the fusers compile and oneDNN reorders the weights) for the "
+        "TorchScript peers, the first call (compilation) for torch.compile. Median of "
+        f"{1 if quick else max(p.first_calls for p in PEERS)} processes per TorchScript peer, "
+        "interleaved; torch.compile: one process (its on-disk caches as configured, default "
+        "on).", "",
+        *first_call_table(runs), "",
+    ]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    peers = PEERS[1:]
+def _bars(ax: Any, runs: Runs, peers: Sequence[Peer], over: str, ylabel: str) -> None:
+    """Grouped bars: each peer's speedup over the peer `over`, per configuration."""
     width = 0.8 / len(peers)
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(runs)), 4.5))
     for i, peer in enumerate(peers):
-        speedups = [_speedup(run.results, "eager", peer.key) or 0.0 for run in runs.values()]
+        speedups = [_speedup(run.results, over, peer.key) or 0.0 for run in runs.values()]
         offset = (i - (len(peers) - 1) / 2) * width
         ax.bar([x + offset for x in range(len(runs))], speedups, width, label=peer.label)
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     ax.set_xticks(range(len(runs)))
     ax.set_xticklabels([c.label for c in runs], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("speedup over eager")
-    ax.set_title(f"{_cpu_model()}, {torch.get_num_threads()} threads", fontsize=10)
+    ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)
+
+
+def plot(runs: Runs, path: Path) -> None:
+    """fp32 / bf16: each peer's speedup over eager; int8 (a second panel): each int8 peer's
+    speedup over torch_graphfuse fp32."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(r, peers, over, label) for r, peers, over, label in (
+        ({c: run for c, run in runs.items() if c.dtype != INT8}, PEERS[1:], "eager",
+         "speedup over eager"),
+        ({c: run for c, run in runs.items() if c.dtype == INT8}, INT8_PEERS[1:],
+         GRAPHFUSE_FP32.key, "int8: speedup over torch_graphfuse fp32")) if r]
+    fig, axes = plt.subplots(1, len(panels), squeeze=False, width_ratios=[
+        max(len(r), 2) for r, *_ in panels], figsize=(max(6.0, 1.2 * len(runs) + 2), 4.5))
+    for ax, (panel_runs, peers, over, ylabel) in zip(axes[0], panels, strict=True):
+        _bars(ax, panel_runs, peers, over, ylabel)
+    fig.suptitle(f"{_cpu_model()}, {torch.get_num_threads()} threads", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -703,6 +1020,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="small batch-1 stand-ins and few iterations (CI smoke run)")
     parser.add_argument("--models", default="resnet50,bert,mlp",
                         help="comma-separated subset of resnet50,bert,mlp")
+    parser.add_argument("--dtypes", default=",".join(DTYPE_NAMES.values()),
+                        help="comma-separated subset of fp32,bf16,int8 (int8: ResNet-50, BERT)")
+    parser.add_argument("--agreement", type=int, default=None, metavar="N",
+                        help="int8 ResNet rows: top-1 agreement with the float model over N "
+                        f"synthetic images (default {AGREEMENT_SAMPLES}, "
+                        f"{AGREEMENT_SAMPLES_QUICK} with --quick)")
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default: benchmarks/, and *-quick files for --quick)")
     # internal: the fresh process that times one peer's first call (see first_calls)
@@ -719,19 +1042,31 @@ def main(argv: Sequence[str]) -> None:
     if args.first_call:
         first_call_child(args)
         return
-    todo = configs([m.strip() for m in args.models.split(",") if m.strip()], args.quick)
+    todo = configs([m.strip() for m in args.models.split(",") if m.strip()], args.quick,
+                   [d.strip() for d in args.dtypes.split(",") if d.strip()])
+    samples = args.agreement or (AGREEMENT_SAMPLES_QUICK if args.quick else AGREEMENT_SAMPLES)
     timing = Timing(2, 10, 2.0) if args.quick else Timing(3, 20, 20.0)
     suffix = "-quick" if args.quick and args.out is None else ""
     out = args.out or Path(__file__).resolve().parent
     out.mkdir(parents=True, exist_ok=True)
     torch._C._jit_set_autocast_mode(False)
+    for message in quantize.DEPRECATIONS:  # the FX int8 models warn as they run
+        warnings.filterwarnings("ignore", message=message)
     probe = StallProbe()
 
     gemms = [gemm_gflops(probe)]
     runs: Runs = {}
     for i, config in enumerate(todo, 1):
         _progress(f"[{i}/{len(todo)}] {config.label}")
-        runs[config] = run_config(config, timing, probe, args.quick)
+        if config.dtype != INT8:
+            runs[config] = run_config(config, timing, probe, args.quick)
+            continue
+        try:
+            runs[config] = run_int8_config(config, timing, probe, args.quick, samples)
+        except Exception as error:  # quantizing failed: every int8 peer reports why
+            _progress(f"  {config.label} | quantization failed: {_failure(error)}")
+            runs[config] = Comparison({p.key: f"quantization: {_failure(error)}"
+                                       for p in INT8_PEERS}, {}, 0, 0)
     try:
         overhead: Overhead | None = chain_overhead(timing, probe)
     except Exception as error:  # left out of the report, never ends the run
@@ -741,7 +1076,7 @@ def main(argv: Sequence[str]) -> None:
 
     results = out / f"RESULTS{suffix}.md"
     results.write_text(report(runs, gemms, overhead, " ".join(["python", *sys.argv]),
-                              args.quick))
+                              args.quick, samples))
     plot(runs, out / f"speedup{suffix}.png")
     _progress(f"wrote {results} and {out / f'speedup{suffix}.png'}")
 

@@ -769,6 +769,9 @@ std::optional<DataType> to_backend_dtype(c10::ScalarType t) {
     case c10::ScalarType::Float: return DataType::f32;
     case c10::ScalarType::BFloat16: return DataType::bf16;
     case c10::ScalarType::Half: return DataType::f16;
+    // Quantized data as plain tensors (PT2E's quantize/dequantize ops).
+    case c10::ScalarType::Byte: return DataType::u8;
+    case c10::ScalarType::Char: return DataType::s8;
     default: return std::nullopt;
   }
 }

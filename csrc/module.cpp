@@ -5,6 +5,7 @@
 #include <torch/csrc/jit/jit_log.h>
 #include <torch/csrc/jit/passes/pass_manager.h>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
+#include <torch/csrc/jit/runtime/profiling_record.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <pybind11/stl.h>
@@ -58,6 +59,18 @@ void fuse(std::shared_ptr<torch::jit::Graph>& graph) {
 }
 
 const auto registered = torch::jit::registerPrePass(fuse);
+
+// The profiling executor records types only for the inputs of ops a fuser
+// asks for; the quantize/dequantize ops of PT2E and FX reference models
+// (whose results the int8 groups read) are not asked for otherwise.
+const bool profiles_quantized_ops = [] {
+  torch::jit::RegisterProfilingNode([](const torch::jit::Node* node) {
+    return std::string(node->kind().ns().toUnqualString()) == "quantized_decomposed" ||
+           node->kind() == c10::aten::quantize_per_tensor ||
+           node->kind() == c10::aten::dequantize;
+  });
+  return true;
+}();
 
 // (partitions as (supported, op ids, input ids, output ids), refused ops as (id, why))
 py::tuple partition(const std::string& text) {

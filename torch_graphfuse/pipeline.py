@@ -1,7 +1,9 @@
 """The pass pipeline torch's pass registry runs (through csrc/module.cpp) on each
 profiled graph while fusion is enabled:
 
-    mutation_removal -> decompose -> prepare_binary -> defer_size_check
+    mutation_removal -> reference_quantization -> quantized_weights -> split_dequantize
+      -> decompose
+      -> prepare_binary -> defer_size_check
       -> finiteness -> op_mapping -> partition -> rewrite -> layout_propagation
       -> type_guard -> prepare_partitions -> finite_guard
 
@@ -33,7 +35,10 @@ from .passes import (
     mutation_removal,
     prepare_binary,
     prepare_partitions,
+    quantized_weights,
+    reference_quantization,
     rewrite,
+    split_dequantize,
     type_guard,
 )
 from .report import FusionReport, publish
@@ -104,6 +109,9 @@ def run_pipeline(graph: torch._C.Graph) -> None:
 def _run_passes(graph: torch._C.Graph) -> None:
     log.dump(NAME, lambda: f"graph given to torch_graphfuse:\n{graph}")
     _logged("mutation_removal", graph, lambda: mutation_removal.run(graph))
+    _logged("reference_quantization", graph, lambda: reference_quantization.run(graph))
+    _logged("quantized_weights", graph, lambda: quantized_weights.run(graph))
+    _logged("split_dequantize", graph, lambda: split_dequantize.run(graph))
     _logged("decompose", graph, lambda: decompose.run(graph))
     _logged("prepare_binary", graph, lambda: prepare_binary.run(graph))
     _logged("defer_size_check", graph, lambda: defer_size_check.run(graph))

@@ -87,6 +87,9 @@ FINITE_PRESERVING: dict[str, Callable[[torch._C.Node], bool]] = {
         "aten::conv3d", "aten::linear", "aten::matmul", "aten::mm", "aten::bmm", "aten::addmm",
         "aten::add", "aten::sub", "aten::rsub", "aten::mul", "aten::neg", "aten::abs",
         "aten::square", "aten::maximum", "aten::minimum", "aten::sum", "aten::mean",
+        # integers times a finite constant scale
+        "quantized_decomposed::dequantize_per_tensor",
+        "quantized_decomposed::dequantize_per_channel",
         # activations
         "aten::relu", "aten::leaky_relu", "aten::elu", "aten::gelu", "aten::silu",
         "aten::tanh", "aten::sigmoid", "aten::hardswish", "aten::hardsigmoid",

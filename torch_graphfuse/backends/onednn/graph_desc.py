@@ -18,6 +18,8 @@ import torch
 
 # torch dtype -> oneDNN data type name (csrc/backend.cpp's names).
 BACKEND_DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16"}
+# Quantized data, as plain integer tensors: only Quantize and Dequantize take them.
+QUANTIZED_DTYPES = {torch.uint8: "u8", torch.int8: "s8"}
 
 
 @dataclass

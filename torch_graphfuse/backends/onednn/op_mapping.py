@@ -107,7 +107,7 @@ def map_block(block: torch._C.Block, free_id: int, facts: Facts) -> MappedBlock:
                                      else "has blocks")
         else:
             start = len(backend.ops)
-            lowering = Lowering(backend, node, facts)
+            lowering = Lowering(backend, node, facts, entry.quantized)
             try:
                 if entry.finite_only and not lowering.finite(0):
                     raise Unsupported(f"{entry.finite_only}, and its input is not proven finite")

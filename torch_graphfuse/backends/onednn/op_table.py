@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ...passes.finiteness import Facts
-from .graph_desc import BACKEND_DTYPES, BackendGraph, TensorSpec
+from .graph_desc import BACKEND_DTYPES, QUANTIZED_DTYPES, BackendGraph, TensorSpec
 
 
 class Unsupported(Exception):
@@ -34,6 +34,8 @@ def tensor_spec(value: torch._C.Value) -> TensorSpec:
     dtype = t.dtype()
     if dtype in BACKEND_DTYPES:
         spec.dtype = BACKEND_DTYPES[dtype]
+    elif dtype in QUANTIZED_DTYPES:
+        spec.dtype = QUANTIZED_DTYPES[dtype]
     sizes = t.sizes() if t.dim() is not None else None
     if sizes is not None and all(s is not None for s in sizes):
         spec.sizes = list(sizes)
@@ -51,10 +53,12 @@ def tensor_spec(value: torch._C.Value) -> TensorSpec:
 class Lowering:
     """What a table entry sees of one JIT node while mapping it."""
 
-    def __init__(self, graph: BackendGraph, node: torch._C.Node, facts: Facts) -> None:
+    def __init__(self, graph: BackendGraph, node: torch._C.Node, facts: Facts,
+                 quantized: bool = False) -> None:
         self.graph = graph
         self.node = node
         self.facts = facts
+        self.quantized = quantized  # the op takes u8/s8 tensors (Entry.quantized)
         self.absorbed: list[torch._C.Node] = []  # list nodes taken in by the mapping
         self.pinned = False  # the mapping used profiled sizes: guard exact sizes
         # Graph inputs the mapping assumes finite: the group checks them per call.
@@ -67,7 +71,8 @@ class Lowering:
             raise Unsupported(f"{what} is not a tensor")
         if t.device() is not None and t.device().type != "cpu":
             raise Unsupported(f"{what} is on {t.device()}")
-        if t.dtype() not in BACKEND_DTYPES:
+        if t.dtype() not in BACKEND_DTYPES and not (self.quantized
+                                                    and t.dtype() in QUANTIZED_DTYPES):
             raise Unsupported(f"{what} has dtype {t.dtype()}")
         spec = tensor_spec(value)
         if spec.sizes is None:
@@ -159,6 +164,8 @@ class Entry:
     # when its input is proven finite (passes/finiteness), else left with
     # ATen for this reason.
     finite_only: str | None = None
+    # Takes or makes quantized data (u8/s8 tensors); other entries refuse them.
+    quantized: bool = False
 
 
 LOWERINGS: dict[str, Entry] = {}
@@ -176,13 +183,16 @@ CLAMP_LOSES_NAN = "oneDNN v3.2's clamp returns a bound for NaN"
 EXP_LOSES_NAN = "oneDNN v3.2's exp returns +inf for NaN"
 LOGISTIC_LOSES_NAN = "oneDNN v3.2's logistic returns 0 for NaN in some of its kernels"
 MAX_POOL_LOSES_NAN = "oneDNN v3.2's max pooling skips NaN and gives -FLT_MAX for -inf"
+QUANTIZE_OF_NAN = "oneDNN v3.2 and ATen turn NaN into different integers"
 
 
 def lowering(*kinds: str, worth_alone: bool = False, static_shapes: bool = False,
-             list_input: int | None = None, finite_only: str | None = None) -> Callable:
+             list_input: int | None = None, finite_only: str | None = None,
+             quantized: bool = False) -> Callable:
     def register(fn: Callable[[Lowering], None]) -> Callable[[Lowering], None]:
         for kind in kinds:
-            LOWERINGS[kind] = Entry(fn, worth_alone, static_shapes, list_input, finite_only)
+            LOWERINGS[kind] = Entry(fn, worth_alone, static_shapes, list_input, finite_only,
+                                    quantized)
         return fn
     return register
 
@@ -667,3 +677,60 @@ def to(lo: Lowering) -> None:
         # without rounding to bf16 first as eager does.
         raise Unsupported("an upcast of a result a fused op may produce (keeps its rounding)")
     lo.emit("TypeCast", [x], [out])
+
+
+# ---------------------------------------------------------------------------
+# Quantization (PT2E's quantized_decomposed ops on plain u8/s8 tensors).
+
+# TorchScript passes a dtype as its c10::ScalarType code.
+_QUANTIZED_CODES = {0: torch.uint8, 1: torch.int8}
+_FULL_RANGE = {torch.uint8: (0, 255), torch.int8: (-128, 127)}
+
+
+def _quantized_dtype(lo: Lowering, qmin: int, qmax: int, dtype: int) -> torch.dtype:
+    """The integer dtype of a quantize/dequantize; oneDNN saturates to the
+    dtype's own range, so a narrower quant_min/quant_max is not mapped."""
+    torch_dtype = _QUANTIZED_CODES.get(lo.const(dtype))
+    if torch_dtype is None:
+        raise Unsupported("quantized dtype other than uint8/int8")
+    if (lo.const(qmin), lo.const(qmax)) != _FULL_RANGE[torch_dtype]:
+        raise Unsupported("quant_min/quant_max narrower than the dtype")
+    return torch_dtype
+
+
+def _float_out(lo: Lowering, out_dtype: int | None) -> None:
+    if out_dtype is not None and not lo.is_none(out_dtype) and lo.const(out_dtype) != 6:
+        raise Unsupported("dequantize to another dtype than float32")
+
+
+@lowering("quantized_decomposed::quantize_per_tensor", quantized=True,
+          finite_only=QUANTIZE_OF_NAN)
+def quantize_per_tensor(lo: Lowering) -> None:
+    # (input, scale, zero_point, quant_min, quant_max, dtype): round(x / scale) + zp, saturated
+    _quantized_dtype(lo, 3, 4, 5)
+    lo.emit("Quantize", [lo.input(0)], [lo.output()], qtype="per_tensor",
+            scales=[float(lo.const(1))], zps=[int(lo.const(2))], axis=0)
+
+
+@lowering("quantized_decomposed::dequantize_per_tensor", quantized=True)
+def dequantize_per_tensor(lo: Lowering) -> None:
+    # (input, scale, zero_point, quant_min, quant_max, dtype, out_dtype=None): (q - zp) * scale
+    _quantized_dtype(lo, 3, 4, 5)
+    _float_out(lo, 6 if lo.n_inputs() > 6 else None)
+    lo.emit("Dequantize", [lo.input(0)], [lo.output()], qtype="per_tensor",
+            scales=[float(lo.const(1))], zps=[int(lo.const(2))], axis=0)
+
+
+@lowering("quantized_decomposed::dequantize_per_channel", quantized=True)
+def dequantize_per_channel(lo: Lowering) -> None:
+    # (input, scales, zero_points, axis, quant_min, quant_max, dtype, out_dtype=None)
+    _quantized_dtype(lo, 4, 5, 6)
+    _float_out(lo, 7 if lo.n_inputs() > 7 else None)
+    scales, zero_points = lo.const(1), lo.const(2)
+    if not isinstance(scales, torch.Tensor) or not isinstance(zero_points, torch.Tensor):
+        raise Unsupported("scales or zero points are not constant tensors")
+    if scales.dim() != 1 or not bool(torch.isfinite(scales).all()):
+        raise Unsupported("scales are not a finite vector")
+    lo.emit("Dequantize", [lo.input(0)], [lo.output()], qtype="per_channel",
+            scales=[float(s) for s in scales.float().tolist()],
+            zps=[int(z) for z in zero_points.tolist()], axis=int(lo.const(3)))
