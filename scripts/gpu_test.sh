@@ -12,8 +12,9 @@
 # What it does: scripts/setup.sh (.venv with requirements.txt's torch, the `cuda`
 # extra, the extension), then, once, if that torch is a CPU build, replaces it by the
 # CUDA build of the same version, which brings its own cuDNN 9. The extension is
-# kept: it is compiled against that version's C++ API, which the CPU and CUDA builds
-# share, and calls no CUDA API itself (cuDNN groups run from Python). After the swap it does not
+# kept, on the assumption (not verified: no GPU machine was available) that the CPU
+# and CUDA builds of one version share the C++ API it uses; it calls no CUDA API
+# itself (cuDNN groups run from Python). If it fails to load, rebuild it there. After the swap it does not
 # run setup.sh again: reconfiguring CMake against a CUDA torch needs the CUDA toolkit.
 # Back to the CPU torch: rm .venv/.torch-cuda .venv/.requirements.sha, pip uninstall
 # torch, then scripts/setup.sh.

@@ -153,14 +153,12 @@ def check_int8(model: nn.Module, inputs: Sequence[torch.Tensor], step: float,
                int8_groups: int = 1) -> torch._C.Graph:
     """Fuse; the result matches eager's reference quantized model within one
     quantization step (`step`: the output's scale), and `int8_groups` groups
-    hold an int8 weight or activation."""
+    compute a conv or linear on int8 data (a dequantized input and weight)."""
     _, out, graph = fuse(model, inputs)
     ref = eager(model, inputs)
     assert out.dtype == ref.dtype and out.shape == ref.shape
     assert (out - ref).abs().max().item() <= step * 1.001 + 1e-6, (out - ref).abs().max()
-    groups = [g for g in runner.fusion_groups(graph)
-              if any(k.startswith("quantized_decomposed::")
-                     for k in runner.group_kinds(g))]
+    groups = [k for k in kinds(graph) if DEQUANTIZE in k and WEIGHT in k]
     assert len(groups) == int8_groups, graph
     return graph
 
@@ -352,3 +350,29 @@ def test_quantized_value_read_otherwise_stays_with_aten() -> None:
     _, out, graph = fuse(ReadsQuantizedValues(), [x])
     assert torch.equal(out, eager(ReadsQuantizedValues(), [x]))
     assert "aten::quantize_per_tensor" in runner.unfused_kinds(graph)
+
+
+def test_bert_layer_pt2e_int8() -> None:
+    """A small BERT layer through PT2E: its linears run as int8 groups (the
+    quantizer leaves attention's matmuls and softmax in float), and the result
+    stays within the distance quantization itself puts between the reference
+    and the float model."""
+    pytest.importorskip("torchao")
+    from torch_graphfuse.testing import quantize
+    from torch_graphfuse.testing.transformer import bert_inputs, bert_layer
+
+    model = bert_layer(hidden=64, heads=4, intermediate=128).eval()
+    inputs = bert_inputs(2, 16, hidden=64)
+    reference = quantize.pt2e(model, inputs, [inputs])
+    module = quantize.freeze_quantized(reference, inputs)
+    with torch.no_grad():
+        ref, float_out = reference(*inputs), model(*inputs)
+        with torch_graphfuse.fuser():
+            for _ in range(runner.PROFILING_RUNS):
+                module(*inputs)
+            out = module(*inputs)
+            graph = torch.jit.last_executed_optimized_graph()
+    quantization_error = (ref - float_out).abs().max().item()
+    assert (out - ref).abs().max().item() <= quantization_error
+    linears = [k for k in kinds(graph) if "aten::linear" in k and WEIGHT in k and DEQUANTIZE in k]
+    assert len(linears) == 6, kinds(graph)

@@ -703,7 +703,9 @@ def _float_out(lo: Lowering, out_dtype: int | None) -> None:
         raise Unsupported("dequantize to another dtype than float32")
 
 
-@lowering("quantized_decomposed::quantize_per_tensor", quantized=True,
+# Alone too: ATen's decomposed quantize is five passes over the tensor
+# (mul, round, add, clamp, cast), oneDNN's one.
+@lowering("quantized_decomposed::quantize_per_tensor", quantized=True, worth_alone=True,
           finite_only=QUANTIZE_OF_NAN)
 def quantize_per_tensor(lo: Lowering) -> None:
     # (input, scale, zero_point, quant_min, quant_max, dtype): round(x / scale) + zp, saturated
@@ -712,7 +714,7 @@ def quantize_per_tensor(lo: Lowering) -> None:
             scales=[float(lo.const(1))], zps=[int(lo.const(2))], axis=0)
 
 
-@lowering("quantized_decomposed::dequantize_per_tensor", quantized=True)
+@lowering("quantized_decomposed::dequantize_per_tensor", quantized=True, worth_alone=True)
 def dequantize_per_tensor(lo: Lowering) -> None:
     # (input, scale, zero_point, quant_min, quant_max, dtype, out_dtype=None): (q - zp) * scale
     _quantized_dtype(lo, 3, 4, 5)
