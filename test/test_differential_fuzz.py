@@ -1,8 +1,10 @@
 """Differential fuzzing: random module DAGs run fused and eager must agree.
 
 A fixed-seed slice of torch_graphfuse.testing.fuzz's generator runs in the normal
-test suite; `GRAPHFUSE_FUZZ_EXAMPLES=N` raises the number of graphs per dtype (the
-CLI, `python -m torch_graphfuse.testing.fuzz`, is the long mode). A failure
+test suite, and a smaller one of its quantized mode (PT2E int8 programs);
+`GRAPHFUSE_FUZZ_EXAMPLES=N` and `GRAPHFUSE_FUZZ_QUANTIZED_EXAMPLES=N` raise the
+number of graphs per dtype (the CLI, `python -m torch_graphfuse.testing.fuzz
+[--quantized]`, is the long mode). A failure
 reports the program as Python, its inputs and what differed, as drawn and as
 the fuzzer's minimizer reduced it; each kind of difference is reported on its
 own. `GRAPHFUSE_FUZZ_SHRINK=1` has hypothesis draw every choice of the
@@ -25,6 +27,7 @@ from hypothesis.control import current_build_context
 from torch_graphfuse.testing import fuzz
 
 EXAMPLES = int(os.environ.get("GRAPHFUSE_FUZZ_EXAMPLES", "800"))
+QUANTIZED_EXAMPLES = int(os.environ.get("GRAPHFUSE_FUZZ_QUANTIZED_EXAMPLES", "60"))
 # Seeds by default: hypothesis shrinks a seed in a few steps (what it reports is
 # then reduced by the fuzzer's minimizer); its shrink phase also keeps it looking
 # for other kinds of failure after the first.
@@ -47,7 +50,17 @@ MISMATCH = {cause: type(f"Fused{cause.title()}Mismatch", (FusedMismatch,), {})
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_fused_matches_eager(dtype: str, data: st.DataObject) -> None:
-    case = data.draw(fuzz.cases(dtype, structural=SHRINK), label="case")
+    check_drawn(data.draw(fuzz.cases(dtype, structural=SHRINK), label="case"))
+
+
+@settings(derandomize=True, max_examples=QUANTIZED_EXAMPLES, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_fused_int8_matches_eager_within_a_step(data: st.DataObject) -> None:
+    check_drawn(data.draw(fuzz.cases("fp32", structural=SHRINK, quantized=True), label="case"))
+
+
+def check_drawn(case: fuzz.Case) -> None:
     result = fuzz.check(case)
     event(f"status: {result.status}")
     event(f"fused: {'yes' if result.groups else 'no'}")
@@ -89,9 +102,10 @@ def test_generator_covers_every_readme_op() -> None:
 
 def test_generator_emits_every_kind() -> None:
     seen: set[str] = set()
-    for i in range(300):
-        dtype = ("fp32", "bf16")[i % 2]
-        case = fuzz.generate(fuzz.RandomChooser(f"coverage:{i}"), dtype)
+    for i in range(360):  # the last 60 in quantized mode
+        quantized = i >= 300
+        dtype = "fp32" if quantized else ("fp32", "bf16")[i % 2]
+        case = fuzz.generate(fuzz.RandomChooser(f"coverage:{i}"), dtype, quantized=quantized)
         seen |= {op.kind for op in case.ops}
         assert fuzz.still_valid(case), fuzz.describe(case)
     assert set(fuzz.KINDS) - seen == set()
@@ -152,3 +166,40 @@ def test_values_eager_rounded_through_bf16_must_stay_on_its_grid() -> None:
     problems = fuzz.compare_call("call 3", unrounded, ref, meta, input_meta)
     assert {p.cause for p in problems} == {"values"}
     assert fuzz.compare_call("call 3", _outcome([rounded], [x]), ref, meta, input_meta) == []
+
+
+def test_quantized_outputs_may_differ_by_their_bound_only() -> None:
+    x = torch.randn(4, 8)
+    q = torch.ops.quantized_decomposed.quantize_per_tensor(x, 0.03, 128, 0, 255, torch.uint8)
+    bound = torch.zeros(4, 8, dtype=torch.float64)
+    bound[0, 0] = 1  # eager's value there lies at a rounding boundary
+    meta = [fuzz.Meta(exact=False, bound=bound)]
+    ref = _outcome([q], [x])
+    flipped = q.clone()
+    flipped[0, 0] += 1
+    assert fuzz.compare_call("call 3", _outcome([flipped], [x]), ref, meta, [fuzz.Meta()]) == []
+    flipped[1, 1] += 1  # no boundary near: a flip here is the plugin's
+    problems = fuzz.compare_call("call 3", _outcome([flipped], [x]), ref, meta, [fuzz.Meta()])
+    assert {p.cause for p in problems} == {"values"}
+
+
+def test_quantize_bound_is_one_step_at_a_boundary_and_none_elsewhere() -> None:
+    case = fuzz.Case("fp32", [fuzz.Input((1, 4))], [fuzz.Op("quantize", (0,), {
+        "scale": 0.5, "zero_point": 0, "qmin": -128, "qmax": 127, "qdtype": torch.int8})], [1])
+    program = fuzz.build_program(case)
+    x = torch.tensor([[0.25, 0.3, 1.0, 100.0]])  # at a boundary, near none, saturated
+    ev = fuzz.Evaluator(program, [x])
+    ev.run(case.ops[0])
+    assert ev.meta[1].bound.tolist() == [[1.0, 0.0, 0.0, 0.0]]
+
+
+def test_quantized_cases_are_in_pt2e_form() -> None:
+    kinds: set[str] = set()
+    quantized_weights = 0
+    for i in range(20):
+        case = fuzz.generate(fuzz.RandomChooser(f"int8:{i}"), "fp32", quantized=True)
+        kinds |= {op.kind for op in case.ops}
+        quantized_weights += any(op.attrs.get("qweight") for op in case.ops)
+        assert fuzz.still_valid(case), fuzz.describe(case)
+    assert {"quantize", "dequantize", "add", "matmul"} <= kinds
+    assert quantized_weights >= 10

@@ -13,13 +13,32 @@ output structure, shapes, dtypes, values, NaN/inf positions, storage aliasing
 and the inputs after the call. A difference the unfused TorchScript shows too is
 TorchScript's, not the plugin's.
 
+Quantized mode (`generate(..., quantized=True)`, fp32) writes programs in
+PT2E's int8 form: activations quantized per tensor (u8/s8, full range, scale
+and zero point from the value's eager range) and dequantized before
+conv/linear/matmul, per-channel s8 weights dequantized in forward from module
+buffers, residual adds, activations, shared dequantizes, outputs requantized
+or kept quantized. The reference is the same program run eagerly (fake-quant
+semantics). The verdict at an output past a quantize is elementwise: a
+quantized (integer) output may differ from eager's by the integer bound, a
+float one by the float bound that `quantized` propagates from eager's own
+values: a quantize may flip only where eager's pre-rounding value lies within
+its input's error of a rounding boundary (so by at most one step when the
+input is exact), and that step travels on through |W|, the adds and the
+Lipschitz or monotone ops after it; float rounding adds each op's fp32
+tolerance. Where nothing is near a boundary that is the plain fp32
+tolerance; the structure, shapes, dtypes, NaN/inf positions and aliasing
+are compared as always, and values with no quantize on their way as above.
+
 Long mode (the CLI; failures minimized and printed with a reproducer):
 
     python -m torch_graphfuse.testing.fuzz --graphs 5000 --seed 0 --dtype both
+    python -m torch_graphfuse.testing.fuzz --graphs 1500 --seed 1 --quantized
 
 The modules: `spec` (the case, the choosers), `ops` (op kinds, rendering),
 `program` (the case as an nn.Module), `inputs`, `evaluate` (eager metas,
-conditioning), `builder`, `propose_layers` and `propose_pointwise` (the
+conditioning), `quantized` (quantized mode's error bounds), `builder`,
+`propose_layers`, `propose_pointwise` and `propose_quantized` (the
 generator's proposers), `generate`, `compare`, `execute` (compile, run,
 verdict), `describe`, `minimize`, `longrun` and `summary` (long mode's workers
 and report), `__main__` (the CLI).

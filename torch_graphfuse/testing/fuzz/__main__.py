@@ -22,7 +22,8 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
     dtypes = ["fp32", "bf16"] if args.dtype == "both" else [args.dtype]
     indices = [args.index] if args.index is not None else \
         range(args.start, args.start + args.graphs)
-    return [Task(i, dtypes[i % len(dtypes)], args.seed, backend=args.backend) for i in indices]
+    return [Task(i, dtypes[i % len(dtypes)], args.seed, backend=args.backend,
+                 quantized=args.quantized) for i in indices]
 
 
 def _single(task: Task) -> int:
@@ -44,7 +45,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  description=fuzz.__doc__.split("\n\n")[0])
     ap.add_argument("--graphs", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--dtype", choices=["fp32", "bf16", "both"], default="both")
+    ap.add_argument("--dtype", choices=["fp32", "bf16", "both"], default=None,
+                    help="default both (fp32 with --quantized)")
+    ap.add_argument("--quantized", action="store_true",
+                    help="int8 programs in PT2E's form (quantize/dequantize ops), fp32 only; "
+                         "verdict within the error bound of torch_graphfuse.testing.fuzz.quantized")
     ap.add_argument("--backend", choices=["onednn", "cudnn"], default="onednn",
                     help="cudnn: the cuDNN partitioner and lowering, run on CPU by the IR's "
                          "reference interpreter")
@@ -55,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per graph")
     ap.add_argument("--recycle", type=int, default=300, help="graphs per worker process")
     args = ap.parse_args(argv)
+    if args.quantized and args.dtype not in (None, "fp32"):
+        ap.error("--quantized runs fp32 graphs only")
+    args.dtype = args.dtype or ("fp32" if args.quantized else "both")
     if args.index is not None:
         return _single(_tasks(args)[0])
     tasks = _tasks(args)
@@ -82,7 +90,8 @@ def _minimize_some(pool: Pool, summary: Summary, per_cause: int,
                    backend: str) -> dict[tuple[str, int], str]:
     """Minimize the first `per_cause` failures of each cause (not crashes: each
     candidate would take a worker down)."""
-    tasks = [Task(r.index, r.dtype, summary.seed, cause, backend)
+    tasks = [Task(r.index, "fp32" if r.dtype == "int8" else r.dtype, summary.seed, cause,
+                  backend, quantized=r.dtype == "int8")
              for cause, group in summary.failures().items()
              for r in [r for r in group if not r.crashed][:per_cause]]
     found: dict[tuple[str, int], str] = {}

@@ -1,7 +1,8 @@
 """One call's outcome, and how it is compared with eager's.
 
 `compare_call` checks output structure, shapes, dtypes, NaN/inf positions,
-values (within the tolerance a value's `Meta` allows, or on the bf16 grid),
+values (within the tolerance a value's `Meta` allows, or on the bf16 grid, or
+within its quantization bound),
 storage aliasing and the inputs after the call, and names each difference by
 its cause.
 """
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torch_graphfuse.testing.fuzz.evaluate import Meta, storage
+from torch_graphfuse.testing.fuzz.evaluate import Meta, storage, tolerance
 
 CAUSES = ("exception", "structure", "shape", "dtype", "nan", "aliasing", "values")
 CAUSE_TITLES = {"exception": "exception", "structure": "output structure", "shape": "shape",
@@ -61,25 +62,6 @@ def short_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {lines[-1] if lines else ''}"[:400]
 
 
-def tolerance(meta: Meta) -> tuple[float, float]:
-    """(rtol, atol) for a value; none for a bit-exact one.
-
-    fp32: rtol 1e-4, atol 1e-5 times the largest magnitude on the value's way
-    (after a cancellation the absolute error is relative to the operands, not
-    to the result), widened by an eighth per rounding op on the way (oneDNN sums
-    in another order and keeps fused intermediates in registers). bf16 (the
-    value or one on its way was bf16): 2e-2 of the same, widened by a quarter
-    per op (each bf16 rounding adds up to 2^-8, and oneDNN keeps fused
-    intermediates in fp32 where eager rounds each)."""
-    if meta.exact:
-        return 0.0, 0.0
-    if meta.lowp:
-        slack = 1 + meta.depth / 4
-        return 2e-2 * slack, 2e-2 * slack * meta.scale
-    slack = 1 + meta.depth / 8
-    return 1e-4 * slack, 1e-5 * slack * meta.scale
-
-
 def _first_index(mask: Tensor) -> list[int]:
     return [int(i) for i in mask.nonzero()[0]] if mask.any() else []
 
@@ -100,6 +82,8 @@ def compare_tensor(where: str, got: Tensor, ref: Tensor, meta: Meta) -> list[Pro
             problems.append(Problem("nan", where, f"{name} at {int(diff.sum())} positions "
                                     f"differ, first {i}: got {g[tuple(i)].item()}, eager "
                                     f"{r[tuple(i)].item()}"))
+    if meta.bound is not None:
+        return problems + _beyond_bound(where, g, r, meta.bound)
     if meta.grid and got.dtype == torch.float32:
         problems += _off_grid(where, got)
     rtol, atol = tolerance(meta)
@@ -111,6 +95,19 @@ def compare_tensor(where: str, got: Tensor, ref: Tensor, meta: Meta) -> list[Pro
                                 f"rtol={rtol:.1e} atol={atol:.1e}; worst at {i}: got "
                                 f"{g[tuple(i)].item():.6g}, eager {r[tuple(i)].item():.6g}"))
     return problems
+
+
+def _beyond_bound(where: str, g: Tensor, r: Tensor, bound: Tensor) -> list[Problem]:
+    """Quantized mode: the elementwise bound of `quantized` (in integer steps
+    for a quantized tensor)."""
+    finite = torch.isfinite(g) & torch.isfinite(r)
+    err = torch.where(finite, (g - r).abs() - bound, 0.0)
+    if not (err > 0).any():
+        return []
+    i = _first_index(err == err.max())
+    return [Problem("values", where, f"{int((err > 0).sum())} of {g.numel()} beyond the "
+                    f"quantization bound; worst at {i}: got {g[tuple(i)].item():.6g}, eager "
+                    f"{r[tuple(i)].item():.6g}, bound {bound[tuple(i)].item():.3g}")]
 
 
 def _off_grid(where: str, got: Tensor) -> list[Problem]:

@@ -1,15 +1,16 @@
 """Eager evaluation of a program op by op, with what the comparison needs.
 
 `Evaluator` keeps a `Meta` per value (bit-exact, touched by bf16, magnitude on
-its way, rounding depth); `admissible` says whether an op applied to concrete
-values is well-conditioned, so that legitimate rounding differences of a fused
-result cannot become false failures.
+its way, rounding depth; past a quantize, an elementwise error bound, see
+`quantized`); `tolerance` is the fp32/bf16 allowance; `admissible` says
+whether an op applied to concrete values is well-conditioned, so that
+legitimate rounding differences of a fused result cannot become false failures.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -17,6 +18,7 @@ from torch import Tensor
 
 from torch_graphfuse.testing.fuzz.ops import KINDS, op_exact
 from torch_graphfuse.testing.fuzz.program import Program
+from torch_graphfuse.testing.fuzz.quantized import Unbounded, follows, propagate
 from torch_graphfuse.testing.fuzz.spec import MAX_NUMEL, Op
 
 
@@ -32,11 +34,41 @@ class Meta:
     depth: int = 0
     dep: bool = True  # depends on a graph input
     grid: bool = False  # eager rounded it to bf16 and changed it only exactly since
+    # A quantize on its way: |fused - eager| <= bound elementwise (instead of tolerance)
+    bound: Tensor | None = field(default=None, repr=False, compare=False)
 
     def merge(self, other: Meta) -> Meta:
+        # In-place ops never write bounded values (quantized.propagate refuses them).
         return Meta(self.exact and other.exact, self.lowp or other.lowp,
                     max(self.scale, other.scale), max(self.depth, other.depth),
-                    self.dep or other.dep, self.grid and other.grid)
+                    self.dep or other.dep, self.grid and other.grid, self.bound)
+
+
+def tolerance(meta: Meta) -> tuple[float, float]:
+    """(rtol, atol) for a value; none for a bit-exact one.
+
+    fp32: rtol 1e-4, atol 1e-5 times the largest magnitude on the value's way
+    (after a cancellation the absolute error is relative to the operands, not
+    to the result), widened by an eighth per rounding op on the way (oneDNN sums
+    in another order and keeps fused intermediates in registers). bf16 (the
+    value or one on its way was bf16): 2e-2 of the same, widened by a quarter
+    per op (each bf16 rounding adds up to 2^-8, and oneDNN keeps fused
+    intermediates in fp32 where eager rounds each)."""
+    if meta.exact:
+        return 0.0, 0.0
+    if meta.lowp:
+        slack = 1 + meta.depth / 4
+        return 2e-2 * slack, 2e-2 * slack * meta.scale
+    slack = 1 + meta.depth / 8
+    return 1e-4 * slack, 1e-5 * slack * meta.scale
+
+
+def float_error(meta: Meta, t: Tensor) -> Tensor:
+    """The elementwise error `meta` allows on a float value t (its bound if it has one)."""
+    if meta.bound is not None:
+        return meta.bound
+    rtol, atol = tolerance(meta)
+    return atol + rtol * t.detach().double().abs().nan_to_num(0.0, 0.0, 0.0)
 
 
 def finite_max(t: Tensor) -> float:
@@ -66,12 +98,19 @@ class Evaluator:
         """Apply the program's next op (already added to it); raises if eager
         does or if the result is not a floating tensor of bounded size."""
         i = len(self.values) - self.program.n_inputs
+        args = [self.meta[a] for a in op.args]
+        # Refused before it runs: an in-place op would have changed the environment.
+        if any(not self.values[a].is_floating_point() for a in op.args) \
+                and op.kind != "dequantize":
+            raise Unbounded("only a dequantize reads a quantized tensor")
+        if any(m.bound is not None for m in args) and not follows(op):
+            raise Unbounded(op.kind)
         out = self.program.step(self.env, i)
-        if not isinstance(out, Tensor) or not out.is_floating_point():
+        if not isinstance(out, Tensor) or \
+                not (out.is_floating_point() or op.kind == "quantize"):
             raise ValueError("not a floating tensor")
         if out.numel() > MAX_NUMEL or out.numel() == 0:
             raise ValueError("size out of bounds")
-        args = [self.meta[a] for a in op.args]
         exact = op_exact(op)
         meta = Meta(exact and all(m.exact for m in args),
                     out.dtype == torch.bfloat16 or any(m.lowp for m in args),
@@ -80,6 +119,13 @@ class Evaluator:
                     any(m.dep for m in args),
                     out.dtype == torch.bfloat16 or (exact and op.kind != "floor_divide"
                                                     and bool(args) and all(m.grid for m in args)))
+        if op.kind == "quantize" or any(m.bound is not None for m in args):
+            own = torch.zeros(()) if out.dtype in (torch.uint8, torch.int8) else \
+                float_error(meta, out)
+            meta.bound = propagate(self.program, len(self.values), op,
+                                   [self.values[a] for a in op.args],
+                                   [float_error(m, self.values[a])
+                                    for m, a in zip(args, op.args, strict=True)], out, own)
         self.values.append(out)
         self.meta.append(meta)
         if op.kind == "const":

@@ -37,6 +37,13 @@ from torch_graphfuse.testing.fuzz.propose_pointwise import (
     p_unary,
     p_unsupported,
 )
+from torch_graphfuse.testing.fuzz.propose_quantized import (
+    p_qadd,
+    p_qlayer,
+    p_qmatmul,
+    p_requantize,
+    requantize,
+)
 from torch_graphfuse.testing.fuzz.spec import (
     Case,
     Chooser,
@@ -80,33 +87,56 @@ ANCHORS: list[tuple[Callable[[Gen], int | None], int]] = [
 ]
 
 
-def generate(c: Chooser, dtype: str = "fp32", max_steps: int = 10) -> Case:
+# Quantized mode: PT2E blocks mostly; float ops between them (those that
+# `quantized.propagate` follows are the ones kept on quantized values).
+Q_PROPOSERS: list[tuple[Callable[[Gen], int | None], int]] = [
+    (p_qlayer, 12), (p_qmatmul, 3), (p_qadd, 3), (p_requantize, 3), (p_unary, 4), (p_binary, 3),
+    (p_pool, 3), (p_shape, 3), (p_mean, 1), (p_cat, 1), (p_conv, 2), (p_linear, 1),
+]
+Q_ANCHORS: list[tuple[Callable[[Gen], int | None], int]] = [
+    (p_qlayer, 6), (p_qmatmul, 1), (p_qadd, 1),
+]
+
+
+def generate(c: Chooser, dtype: str = "fp32", max_steps: int = 10,
+             quantized: bool = False) -> Case:
     """A random valid case (a program with at least one op, on input-dependent outputs).
-    It starts with an op that fusion groups form around more often than not."""
+    It starts with an op that fusion groups form around more often than not.
+    quantized (fp32 only): in PT2E's form (propose_quantized), ending on a
+    quantized grid about half the time."""
+    if quantized and dtype != "fp32":
+        raise ValueError("quantized mode is fp32")
+    anchors, proposers = (Q_ANCHORS, Q_PROPOSERS) if quantized else (ANCHORS, PROPOSERS)
     with torch.no_grad(), precision(dtype), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         g = Gen(c, dtype)
         for step in range(c.integer(1, max_steps)):
-            table = ANCHORS if step == 0 and chance(c, 0.6) else PROPOSERS
+            table = anchors if step == 0 and chance(c, 0.6 if not quantized else 0.8) \
+                else proposers
             for _attempt in range(4):
                 if weighted(c, table)(g) is not None:
                     break
+        if quantized and g.n > len(g.inputs) and chance(c, 0.5):
+            requantize(g, g.n - 1)
         outputs = _outputs(g)
         if not outputs:  # nothing input-dependent fitted: a relu always does
             outputs = [g.emit(Op("relu", (0,)))]  # type: ignore[list-item]
         return g.case(outputs)
 
 
-def cases(dtype: str, structural: bool = False, max_steps: int = 10) -> Any:
+def cases(dtype: str, structural: bool = False, max_steps: int = 10,
+          quantized: bool = False) -> Any:
     """A hypothesis strategy over the same generator: by default a drawn seed for
     the CLI's chooser (the CLI's mix of graphs); structural, every choice is
     drawn, so that hypothesis shrinks the program itself (its bias toward small
     draws makes smaller graphs that fuse less often)."""
     from hypothesis import strategies as st
 
+    mode = "int8" if quantized else dtype
+
     @st.composite  # hypothesis prints what a composite returns: the Case
     def strategy(draw: Callable[[Any], Any]) -> Case:
         c: Chooser = DrawChooser(draw) if structural else \
-            RandomChooser(f"hypothesis:{draw(st.integers(0, 2**32 - 1))}:{dtype}")
-        return generate(c, dtype, max_steps)
+            RandomChooser(f"hypothesis:{draw(st.integers(0, 2**32 - 1))}:{mode}")
+        return generate(c, dtype, max_steps, quantized)
     return strategy()

@@ -32,6 +32,12 @@ class Task:
     seed: int
     minimize_cause: str = ""
     backend: str = "onednn"  # or "cudnn": its partitioner and lowering, simulated on CPU
+    quantized: bool = False  # PT2E int8 programs (fp32)
+
+    @property
+    def mode(self) -> str:
+        """What reports and the summary call the task's kind of graph."""
+        return "int8" if self.quantized else self.dtype
 
 
 @dataclass
@@ -39,7 +45,7 @@ class Report:
     """What a worker sends back for one graph (plain data: it crosses processes)."""
 
     index: int
-    dtype: str
+    dtype: str  # the task's mode: fp32, bf16 or int8
     status: str
     groups: int = 0
     cause: str = ""
@@ -54,7 +60,12 @@ class Report:
 
 
 def case_for(task: Task) -> Case:
-    return generate(RandomChooser(f"{task.seed}:{task.index}:{task.dtype}"), task.dtype)
+    return generate(RandomChooser(f"{task.seed}:{task.index}:{task.mode}"), task.dtype,
+                    quantized=task.quantized)
+
+
+def rerun_flags(mode: str) -> str:
+    return "--quantized" if mode == "int8" else f"--dtype {mode}"
 
 
 def backend(name: str) -> contextlib.AbstractContextManager[None]:
@@ -73,13 +84,13 @@ def _run_task(task: Task) -> Report:
     try:
         case = case_for(task)
     except Exception as e:
-        return Report(task.index, task.dtype, "invalid", reason=f"generator: {short_error(e)}")
+        return Report(task.index, task.mode, "invalid", reason=f"generator: {short_error(e)}")
     if task.minimize_cause:
         small, r = minimize(case, task.minimize_cause)
-        return Report(task.index, task.dtype, r.status, r.groups, r.cause,
+        return Report(task.index, task.mode, r.status, r.groups, r.cause,
                       minimized=reproducer(small, r))
     r = check(case)
-    report = Report(task.index, task.dtype, r.status, r.groups, r.cause,
+    report = Report(task.index, task.mode, r.status, r.groups, r.cause,
                     [str(p) for p in r.problems], [str(p) for p in r.torchscript], r.reason,
                     r.warnings, seconds=time.monotonic() - start)
     if r.status in ("plugin", "torchscript"):
@@ -94,7 +105,7 @@ def _worker(conn: Connection) -> None:
         try:
             conn.send(run_task(task))
         except Exception:
-            conn.send(Report(task.index, task.dtype, "plugin", cause="exception",
+            conn.send(Report(task.index, task.mode, "plugin", cause="exception",
                              problems=[f"[exception] fuzzer: {traceback.format_exc()[-400:]}"]))
 
 
@@ -154,10 +165,10 @@ class Pool:
 
     def _lost(self, k: int, task: Task, why: str) -> Report:
         self._restart(k)
-        return Report(task.index, task.dtype, "plugin", cause="exception",
+        return Report(task.index, task.mode, "plugin", cause="exception",
                       problems=[f"[exception] process: {why}"], crashed=True,
                       text=f"# {why}\n# rerun: python -m torch_graphfuse.testing.fuzz "
-                           f"--seed {task.seed} --index {task.index} --dtype {task.dtype}")
+                           f"--seed {task.seed} --index {task.index} {rerun_flags(task.mode)}")
 
     def close(self) -> None:
         for s in self.slots:

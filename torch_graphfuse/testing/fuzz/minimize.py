@@ -28,14 +28,15 @@ def _remap(case: Case, ops: Sequence[Op], remap: Callable[[int], int]) -> list[O
                                 if "reuse" in o.attrs else o.attrs) for o in ops]
 
 
-def _without_op(case: Case, i: int) -> Case | None:
-    """The case with op i removed, its uses reading its first argument instead
-    (an in-place op's target, a unary op's operand)."""
+def _without_op(case: Case, i: int, sub: int | None = None) -> Case | None:
+    """The case with op i removed, its uses reading `sub` instead, by default
+    its first argument (an in-place op's target, a unary op's operand)."""
     removed, op = len(case.inputs) + i, case.ops[i]
     used = any(removed in o.args or o.attrs.get("reuse") == removed for o in case.ops)
     if used and not op.args:
         return None
-    sub = op.args[0] if op.args else removed
+    if sub is None:
+        sub = op.args[0] if op.args else removed
 
     def remap(v: int) -> int:
         v = sub if v == removed else v
@@ -67,6 +68,14 @@ def simpler(case: Case) -> Iterator[Case]:
     for i in reversed(range(len(case.ops))):
         if (c := _without_op(case, i)) is not None:
             yield c
+    for i, op in enumerate(case.ops):
+        if op.kind == "dequantize" and (q := op.args[0]) >= len(case.inputs) and \
+                (c := _without_op(case, i, case.ops[q - len(case.inputs)].args[0])) is not None:
+            yield c  # reads the float value quantized instead (the quantize is then unused)
+        if op.attrs.get("qweight"):
+            ops = list(case.ops)
+            ops[i] = dataclasses.replace(op, attrs={**op.attrs, "qweight": False})
+            yield dataclasses.replace(case, ops=ops)
     for i in range(len(case.inputs)):
         if (c := _without_input(case, i)) is not None:
             yield c

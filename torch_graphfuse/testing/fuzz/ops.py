@@ -27,7 +27,8 @@ class Kind:
 KINDS: dict[str, Kind] = {}
 
 
-_DTYPE_NAMES = {torch.bfloat16: "torch.bfloat16", torch.float32: "torch.float32"}
+_DTYPE_NAMES = {torch.bfloat16: "torch.bfloat16", torch.float32: "torch.float32",
+                torch.uint8: "torch.uint8", torch.int8: "torch.int8"}
 
 
 def _lit(v: object) -> str:
@@ -88,6 +89,10 @@ for _n, _aten in (("conv1d", "conv1d"), ("conv2d", "conv2d"), ("conv3d", "conv3d
                   ("layer_norm", "layer_norm")):
     _kind(_n, "{layer}({0})", aten=[_aten])
 _kind("const", "{layer}", aten=[])
+# PT2E's per-tensor activation quantization (quantize makes a u8/s8 tensor).
+for _n in ("quantize", "dequantize"):
+    _kind(_n, f"torch.ops.quantized_decomposed.{_n}_per_tensor({{0}}, {{scale}}, {{zero_point}}, "
+          "{qmin}, {qmax}, {qdtype})", aten=[f"{_n}_per_tensor"])
 _kind("relu_", "{0}.relu_()", exact=True)
 _kind("sigmoid_", "{0}.sigmoid_()")
 _kind("clamp_", "{0}.clamp_({lo}, {hi})", exact=True)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401 (registers quantized_decomposed)
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -40,6 +41,43 @@ def _batch_norm(a: dict[str, Any]) -> nn.Module:
     return m
 
 
+class QuantizedWeight(nn.Module):
+    """A conv or linear whose weight is per-output-channel symmetric s8 (scale
+    amax / 127.5 floored at 2**-12, as torchao's x86 observer), dequantized in
+    forward from module buffers: PT2E's converted form, which freezing folds."""
+
+    def __init__(self, layer: nn.Conv1d | nn.Conv2d | nn.Conv3d | nn.Linear) -> None:
+        super().__init__()
+        w = layer.weight.detach()
+        scales = (w.reshape(w.shape[0], -1).abs().amax(1) / 127.5).clamp(min=2.0 ** -12)
+        zero_points = torch.zeros(w.shape[0], dtype=torch.int64)
+        self.register_buffer("q", torch.ops.quantized_decomposed.quantize_per_channel(
+            w, scales, zero_points, 0, -128, 127, torch.int8))
+        self.register_buffer("scales", scales)
+        self.register_buffer("zero_points", zero_points)
+        layer.weight = None  # the float weight is the buffers' now
+        self.layer = layer
+
+    def weight(self) -> Tensor:
+        return torch.ops.quantized_decomposed.dequantize_per_channel(
+            self.q, self.scales, self.zero_points, 0, -128, 127, torch.int8)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return layer_call(self.layer, x, self.weight(), self.layer.bias)
+
+
+def layer_call(layer: nn.Module, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """A conv's or linear's function with another weight and bias."""
+    if isinstance(layer, nn.Linear):
+        return F.linear(x, weight, bias)
+    return layer._conv_forward(x, weight, bias)  # type: ignore[operator]
+
+
+def layer_weight(layer: nn.Module) -> Tensor:
+    """The weight eager uses: a quantized one dequantized."""
+    return layer.weight() if isinstance(layer, QuantizedWeight) else layer.weight
+
+
 def make_layer(op: Op) -> nn.Module | None:
     a = op.attrs
     if op.kind.startswith("conv"):
@@ -47,11 +85,11 @@ def make_layer(op: Op) -> nn.Module | None:
         m = conv(a["cin"], a["cout"], a["kernel"], a["stride"], a["padding"], a["dilation"],
                  a["groups"], a["bias"])
         _fill(m, a["seed"], a["cin"] // a["groups"] * math.prod(a["kernel"]))
-        return m
+        return QuantizedWeight(m) if a.get("qweight") else m
     if op.kind == "linear":
         m = nn.Linear(a["fin"], a["fout"], a["bias"])
         _fill(m, a["seed"], a["fin"])
-        return m
+        return QuantizedWeight(m) if a.get("qweight") else m
     if op.kind == "batch_norm":
         return _batch_norm(a)
     if op.kind == "layer_norm":

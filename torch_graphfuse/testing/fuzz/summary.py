@@ -41,7 +41,8 @@ class Summary:
         out = [
             "=" * 78,
             f"graphs run: {len(rs)} (seed {self.seed}; "
-            + ", ".join(f"{d} {sum(r.dtype == d for r in rs)}" for d in ("fp32", "bf16")) + ")",
+            + ", ".join(f"{d} {n}" for d in ("fp32", "bf16", "int8")
+                        if (n := sum(r.dtype == d for r in rs))) + ")",
             f"fusion groups formed: {sum(r.groups for r in rs)}",
             f"graphs with at least one fusion group: {sum(r.groups > 0 for r in rs)}",
             f"invalid graphs (eager or tracing failed; skipped): {self.count('invalid')}",
@@ -66,10 +67,11 @@ class Summary:
 
     def _render_cause(self, cause: str, group: list[Report],
                       minimized: dict[tuple[str, int], str]) -> list[str]:
+        flags = "--quantized" if group[0].dtype == "int8" else "--dtype DTYPE"
         out = ["", "-" * 78, f"{CAUSE_TITLES[cause]}: {len(group)} graphs: "
                + " ".join(f"{r.dtype}:{r.index}" for r in group),
                f"(one in detail: python -m torch_graphfuse.testing.fuzz --seed {self.seed} "
-               f"--dtype DTYPE --index INDEX)", "-" * 78]
+               f"{flags} --index INDEX)", "-" * 78]
         for r in group:
             out.append(f"# graph {r.index} ({r.dtype}), seed {self.seed}: "
                        + "; ".join(p[:160] for p in r.problems[:3]))
