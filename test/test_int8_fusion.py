@@ -376,3 +376,61 @@ def test_bert_layer_pt2e_int8() -> None:
     assert (out - ref).abs().max().item() <= quantization_error
     linears = [k for k in kinds(graph) if "aten::linear" in k and WEIGHT in k and DEQUANTIZE in k]
     assert len(linears) == 6, kinds(graph)
+
+
+# -- regressions found by the fuzzer's quantized mode (seed 1) ------------------
+
+
+class Requantize(nn.Module):
+    """u8 dequantized, made contiguous, quantized to s8: nothing computed between."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        v = U8_IN.dequantize(U8_IN.quantize(x)).contiguous()
+        return S8_OUT.quantize(v)
+
+
+def test_requantization_with_nothing_computed_between_stays_with_aten() -> None:
+    # graph 1033: oneDNN v3.2 failed to execute the [Dequantize, Quantize] partition.
+    x = torch.randn(1, 1, 2, 6)
+    _, out, graph = fuse(Requantize(), [x])
+    assert torch.equal(out, eager(Requantize(), [x]))
+    assert not any(DEQUANTIZE in k and QUANTIZE in k for k in kinds(graph))
+
+
+class ResidualOfAnotherIntType(nn.Module):
+    """An s8-quantized linear + a u8-dequantized residual (zero point 118)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        fc = nn.Linear(1, 1)
+        self.weight, self.bias = QWeight(fc.weight.detach()), fc.bias.detach()
+        self.act = Act(0.01342, 118)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        d = self.act.qdq(x)
+        y = F.linear(d, self.weight(), self.bias) + d
+        return S8_OUT.quantize(y)
+
+
+def test_dequantized_residual_of_another_integer_type_is_not_fused_as_a_sum() -> None:
+    # graph 715: oneDNN v3.2 read the u8 residual as s8, the result's type.
+    model, x = ResidualOfAnotherIntType(), torch.randn(3, 3, 1)
+    _, out, graph = fuse(model, [x])
+    ref = eager(model, [x])
+    assert (out.int() - ref.int()).abs().max().item() <= 1
+    assert not any("aten::add" in k and QUANTIZE in k for k in kinds(graph))
+
+
+class DequantizedViewAndResult(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        d = U8_IN.qdq(x)
+        return torch.relu(d * 2.0), d.unsqueeze(-1), d
+
+
+def test_split_dequantize_keeps_a_view_and_the_result_on_one_tensor() -> None:
+    # graphs 936 and 1432: the returned value and its view got different copies.
+    x = torch.randn(2, 4, 3, 9)
+    _, (a, view, d), _ = fuse(DequantizedViewAndResult(), [x])
+    ref = eager(DequantizedViewAndResult(), [x])
+    assert torch.equal(a, ref[0]) and torch.equal(view, ref[1]) and torch.equal(d, ref[2])
+    assert view.untyped_storage().data_ptr() == d.untyped_storage().data_ptr()

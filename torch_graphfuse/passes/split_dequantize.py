@@ -5,7 +5,9 @@ oneDNN Graph's int8 patterns begin at a Dequantize of their own (a conv's input,
 the other operand of a residual add); one dequantize node shared by two
 readers could join only one of their partitions. Dequantizing is pure, so each
 reader computing its own copy changes no result. (torch's and Intel's oneDNN
-Graph integrations split the same way.)
+Graph integrations split the same way.) Readers that may keep the tensor itself
+(views, tuples, lists, the graph's result) share the original, so their aliasing stays
+eager's; a dequantized value written in place is not split.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from .. import log
-from .graph_utils import all_nodes
+from .graph_utils import VIEW_KINDS, all_nodes
 
 NAME = log.module_name(__file__)
 
@@ -21,12 +23,27 @@ DEQUANTIZE = ("quantized_decomposed::dequantize_per_tensor",
               "quantized_decomposed::dequantize_per_channel")
 
 
+def _aliasing_reader(user: torch._C.Node) -> bool:
+    """A reader that may keep the dequantized tensor itself (a view of it; a
+    tuple, list or the graph's result holding it): such readers must keep
+    seeing one tensor."""
+    return user.kind() in VIEW_KINDS or user.kind().startswith("prim::")
+
+
 def run(graph: torch._C.Graph) -> None:
     split = 0
+    alias_db = None
     for node in all_nodes(graph.block()):
-        if node.kind() not in DEQUANTIZE:
+        if node.kind() not in DEQUANTIZE or len(node.output().uses()) < 2:
             continue
-        for use in node.output().uses()[1:]:
+        alias_db = alias_db or graph.alias_db()
+        if alias_db.has_writers(node.output()):
+            continue  # an in-place write must be seen by every reader
+        uses = node.output().uses()
+        keep = next((u for u in uses if _aliasing_reader(u.user)), uses[0])
+        for use in uses:
+            if use is keep or _aliasing_reader(use.user):
+                continue
             clone = graph.createClone(node, lambda v: v)
             clone.insertAfter(node)
             clone.output().setType(node.output().type())

@@ -28,6 +28,7 @@ from collections import Counter
 import torch
 
 from ... import _C, log
+from ...passes.graph_utils import VIEW_KINDS
 from ...report import FusionReport
 from .. import Partition, describe
 from .graph_desc import BackendGraph, BackendOp
@@ -63,11 +64,6 @@ def _computed_arguments(nodes: list[torch._C.Node], in_ids: list[int]) -> bool:
                for n in nodes for v in n.inputs())
 
 
-# Ops whose eager result may be a view of their input.
-VIEW_KINDS = frozenset({
-    "aten::reshape", "aten::view", "aten::flatten", "aten::squeeze", "aten::unsqueeze",
-    "aten::permute", "aten::transpose", "aten::t", "aten::contiguous",
-})
 _BINARY_OPS = frozenset({"Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum"})
 
 
@@ -90,6 +86,18 @@ _CHAIN_OPS = frozenset({
     "HardSwish", "HardSigmoid", "Mish", "LeakyReLU", "SoftPlus", "Pow", "Reciprocal", "Round",
     "BatchNormInference", "TypeCast", "Reorder",
 })
+
+
+_QUANTIZATION = frozenset({"Quantize", "Dequantize"})
+_DATA_MOVEMENT = frozenset({"Reorder", "StaticTranspose", "StaticReshape", "TypeCast"})
+
+
+def _requantization(ops: list[BackendOp]) -> bool:
+    """A Dequantize and a Quantize with only data movement between: found by the
+    fuzzer's quantized mode (an execute error, and wrong values after a u8 -> s8
+    requantization)."""
+    kinds = {op.kind for op in ops}
+    return _QUANTIZATION <= kinds and kinds <= _QUANTIZATION | _DATA_MOVEMENT
 
 
 def _internal_diamond(ops: list[BackendOp]) -> bool:
@@ -138,6 +146,19 @@ def _pool_with_full_operand(ops: list[BackendOp], backend: BackendGraph) -> bool
                 if t not in pooled and (sizes is None or any(d != 1 for d in sizes[2:])):
                     return True
     return False
+
+
+def _residual_of_another_int_type(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether a binary op adds a dequantized tensor whose integer type is not
+    that of the partition's quantized result: oneDNN v3.2 makes it a sum
+    post-op, which reads the operand as the result's type (a u8 residual
+    under an s8 result; found by the fuzzer's quantized mode)."""
+    results = {backend.tensors[t].dtype for op in ops if op.kind == "Quantize" for t in op.outputs}
+    dequantized = {t: backend.tensors[op.inputs[0]].dtype for op in ops if op.kind == "Dequantize"
+                   for t in op.outputs}
+    return bool(results) and any(
+        t in dequantized and dequantized[t] not in results
+        for op in ops if op.kind in _BINARY_OPS for t in op.inputs)
 
 
 def _flattened_matmul_broadcast(ops: list[BackendOp], backend: BackendGraph) -> str | None:
@@ -211,6 +232,14 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
             continue
         if _internal_diamond(ops):
             _reject(nodes, "a binary op of two results of one chain computed inside it")
+            continue
+        if _requantization(ops):
+            _reject(nodes, "a requantization with nothing computed between (oneDNN v3.2 fails "
+                           "to execute some and computes others wrongly)")
+            continue
+        if _residual_of_another_int_type(ops, backend):
+            _reject(nodes, "a dequantized residual of another integer type than the result "
+                           "(oneDNN v3.2 reads it as the result's type)")
             continue
         if _pool_with_full_operand(ops, backend):
             _reject(nodes, "a pool's result combined with a tensor that is not per channel")
