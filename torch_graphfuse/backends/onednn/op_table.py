@@ -184,6 +184,7 @@ EXP_LOSES_NAN = "oneDNN v3.2's exp returns +inf for NaN"
 LOGISTIC_LOSES_NAN = "oneDNN v3.2's logistic returns 0 for NaN in some of its kernels"
 MAX_POOL_LOSES_NAN = "oneDNN v3.2's max pooling skips NaN and gives -FLT_MAX for -inf"
 QUANTIZE_OF_NAN = "oneDNN v3.2 and ATen turn NaN into different integers"
+GELU_OF_INF = "ATen's gelu gives NaN for +-inf, oneDNN v3.2's GELU +inf and 0"
 
 
 def lowering(*kinds: str, worth_alone: bool = False, static_shapes: bool = False,
@@ -395,7 +396,7 @@ def batch_norm(lo: Lowering) -> None:
             data_format="NCX")
 
 
-@lowering("aten::gelu")
+@lowering("aten::gelu", finite_only=GELU_OF_INF)
 def gelu(lo: Lowering) -> None:
     approximate = lo.const(1) if lo.n_inputs() > 1 else "none"
     if approximate != "none":
