@@ -171,9 +171,7 @@ def _eager(model: nn.Module, inputs: Inputs) -> Call:
 
 def _jit(model: nn.Module, inputs: Inputs) -> Call:
     """Trace, freeze and run the profiling runs (the fusers compile at the last one)."""
-    module = runner.freeze(model, inputs)
-    for _ in range(runner.PROFILING_RUNS):
-        module(*inputs)
+    module = runner.profiled(model, inputs)
     return lambda: module(*inputs)
 
 

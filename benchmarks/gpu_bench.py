@@ -105,9 +105,7 @@ def _eager(model: nn.Module, inputs: Inputs) -> Call:
 
 def _script(model: nn.Module, inputs: Inputs) -> Call:
     """Trace, freeze and run the profiling runs (where torch_graphfuse fuses, when on)."""
-    module = runner.freeze(model, inputs)
-    for _ in range(runner.PROFILING_RUNS):
-        module(*inputs)
+    module = runner.profiled(model, inputs)
     return lambda: module(*inputs)
 
 

@@ -36,6 +36,14 @@ def freeze(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> torch.jit.
         return torch.jit.freeze(torch.jit.trace(model.eval(), tuple(inputs), check_trace=False))
 
 
+def profiled(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> torch.jit.ScriptModule:
+    """Trace and freeze, then the profiling runs (where the fusers that are on compile)."""
+    module = freeze(model, inputs)
+    for _ in range(PROFILING_RUNS):
+        module(*inputs)
+    return module
+
+
 def fused(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
           enabled: bool = True) -> tuple[torch.jit.ScriptModule, object, torch._C.Graph]:
     """Freeze `model`, run its profiling runs with torch_graphfuse on (or off)
