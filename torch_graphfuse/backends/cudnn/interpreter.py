@@ -28,8 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from . import ir
-
-TORCH_DTYPES = {"float": torch.float32, "half": torch.float16, "bfloat16": torch.bfloat16}
+from .ir import TORCH_DTYPES
 
 Tensor = torch.Tensor
 

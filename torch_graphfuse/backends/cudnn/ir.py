@@ -25,10 +25,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import torch
+
 VERSION = 1
 
 # IR dtype names are cuDNN's data_type names in lower case.
-DTYPES = ("float", "half", "bfloat16")
+TORCH_DTYPES = {"float": torch.float32, "half": torch.float16, "bfloat16": torch.bfloat16}
+IR_DTYPES = {dtype: name for name, dtype in TORCH_DTYPES.items()}
+DTYPES = tuple(TORCH_DTYPES)
 NODE_OPS = ("conv_fprop", "matmul", "pointwise", "reduction")
 
 

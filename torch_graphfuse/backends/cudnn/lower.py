@@ -40,10 +40,9 @@ import torch
 
 from ...passes.graph_utils import constant_number
 from . import ir
+from .ir import IR_DTYPES, TORCH_DTYPES
 from .op_table import TABLE, OpClass, Unfinished, Unsupported
 
-IR_DTYPES = {torch.float32: "float", torch.float16: "half", torch.bfloat16: "bfloat16"}
-_TORCH_DTYPES = {name: dtype for dtype, name in IR_DTYPES.items()}
 # The IR op of an anchor, by its rank in the table.
 _ANCHOR_OPS = {4: "conv_fprop", 3: "matmul"}
 # Dims (in the frame) a reduction may reduce, per anchor op: a convolution's
@@ -166,7 +165,7 @@ class Lowering:
         """A constant number as the group's dtype holds it exactly, or Unsupported."""
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise Unsupported(f"operand {value!r} is not a number")
-        held = torch.tensor(value, dtype=_TORCH_DTYPES[self._b.io_dtype]).item()
+        held = torch.tensor(value, dtype=TORCH_DTYPES[self._b.io_dtype]).item()
         if not math.isfinite(value) or held != value:
             raise Unsupported(f"the number {value!r} is not exact in {self._b.io_dtype}")
         return float(held)

@@ -42,7 +42,8 @@ from ... import log
 from ...passes.finiteness import Facts
 from ...report import FusionReport
 from .. import Partition, describe
-from .lower import IR_DTYPES, is_scalar_constant, lower
+from .ir import IR_DTYPES
+from .lower import is_scalar_constant, lower
 from .op_table import TABLE, OpClass, Unfinished, Unsupported
 
 NAME = log.module_name(__file__)

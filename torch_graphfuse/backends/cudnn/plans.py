@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 from ... import log
 from . import ir
+from .ir import TORCH_DTYPES
 
 NAME = log.module_name(__file__)
 
@@ -349,7 +350,6 @@ def _select_fastest(fe: Any, graph: ir.Graph, handle: Any) -> None:
     import torch
 
     from . import builder
-    from .interpreter import TORCH_DTYPES
 
     cudnn = builder.load_cudnn()
     device = torch.device("cuda", torch.cuda.current_device())

@@ -36,7 +36,7 @@ import torch
 
 from ... import log
 from . import ir, plans
-from .interpreter import TORCH_DTYPES
+from .ir import TORCH_DTYPES
 
 NAME = log.module_name(__file__)
 
