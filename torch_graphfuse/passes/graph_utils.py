@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import torch
 
@@ -16,15 +17,23 @@ VIEW_KINDS = frozenset({
 SCALAR_TYPE_CODE = {torch.float32: 6, torch.bfloat16: 15, torch.float64: 7, torch.float16: 5}
 
 
+def insert_node(graph: torch._C.Graph, before: torch._C.Node, kind: str, args: list[Any],
+                out_type: torch._C.Type) -> torch._C.Node:
+    """A `kind` node before `before` with one output of `out_type`; arguments
+    that are not graph values become constants."""
+    with graph.insert_point_guard(before):
+        values = [a if isinstance(a, torch._C.Value) else graph.insertConstant(a) for a in args]
+        node = graph.insertNode(graph.create(kind, values, 1))
+    node.output().setType(out_type)
+    return node
+
+
 def insert_cast(graph: torch._C.Graph, value: torch._C.Value, dtype: torch.dtype,
                 before: torch._C.Node) -> torch._C.Node:
     """An `aten::to(value, dtype)` node before `before`, typed as value's type in `dtype`."""
-    with graph.insert_point_guard(before):
-        args = [value, graph.insertConstant(SCALAR_TYPE_CODE[dtype]), graph.insertConstant(False),
-                graph.insertConstant(False), graph.insertConstant(None)]
-        cast = graph.insertNode(graph.create("aten::to", args, 1))
-    cast.output().setType(value.type().with_dtype(dtype))
-    return cast
+    return insert_node(graph, before, "aten::to",
+                       [value, SCALAR_TYPE_CODE[dtype], False, False, None],
+                       value.type().with_dtype(dtype))
 
 
 def all_nodes(block: torch._C.Block) -> list[torch._C.Node]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from .. import log
-from .graph_utils import all_nodes
+from .graph_utils import all_nodes, insert_node
 
 NAME = log.module_name(__file__)
 
@@ -88,13 +88,10 @@ def _restore(graph: torch._C.Graph, node: torch._C.Node) -> bool:
         log.debug(NAME, f"{node.kind()}: the weight has no exact int8 form, stays float")
         return False
     q, scales = form
-    with graph.insert_point_guard(node):
-        args = [graph.insertConstant(q), graph.insertConstant(scales),
-                graph.insertConstant(torch.zeros(q.shape[0], dtype=torch.int64)),
-                graph.insertConstant(0), graph.insertConstant(-128), graph.insertConstant(127),
-                graph.insertConstant(_INT8_CODE), graph.insertConstant(None)]
-        dequantize = graph.insertNode(graph.create(DEQUANTIZE_PER_CHANNEL, args, 1))
-    dequantize.output().setType(weight.type())
+    zero_points = torch.zeros(q.shape[0], dtype=torch.int64)
+    dequantize = insert_node(graph, node, DEQUANTIZE_PER_CHANNEL,
+                             [q, scales, zero_points, 0, -128, 127, _INT8_CODE, None],
+                             weight.type())
     node.replaceInput(1, dequantize.output())
     return True
 

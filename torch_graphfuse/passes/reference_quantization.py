@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from .. import log
-from .graph_utils import all_nodes, constant_number
+from .graph_utils import all_nodes, constant_number, insert_node
 
 NAME = log.module_name(__file__)
 
@@ -33,15 +33,9 @@ _QUANTIZED_TO_PLAIN = {torch.quint8: (torch.uint8, 0), torch.qint8: (torch.int8,
 
 
 def _insert(graph: torch._C.Graph, before: torch._C.Node, kind: str, args: list,
-            like: torch._C.Value, dtype: torch.dtype | None = None) -> torch._C.Value:
-    with graph.insert_point_guard(before):
-        values = [a if isinstance(a, torch._C.Value) else graph.insertConstant(a) for a in args]
-        node = graph.insertNode(graph.create(kind, values, 1))
-    t = like.type()
-    if isinstance(t, torch._C.TensorType) and dtype is not None:
-        t = t.with_dtype(dtype)
-    node.output().setType(t)
-    return node.output()
+            like: torch._C.Value, dtype: torch.dtype) -> torch._C.Value:
+    """A `kind` node before `before`, typed as `like` in `dtype`."""
+    return insert_node(graph, before, kind, args, like.type().with_dtype(dtype)).output()
 
 
 def _activation(graph: torch._C.Graph, node: torch._C.Node) -> bool:
