@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 from setuptools import Extension, find_packages, setup
@@ -36,7 +35,6 @@ class CMakeBuild(build_ext):
             "cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-DGRAPHFUSE_OUTPUT_DIR={out_dir}",
-            f"-DGRAPHFUSE_DNNL_PREFIX={sysconfig.get_config_var('prefix') or sys.prefix}",
         ]
         subprocess.run(configure, check=True)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
@@ -49,10 +47,10 @@ class CMakeBuild(build_ext):
 setup(
     name="torch_graphfuse",
     version="0.1.0",
-    description="TorchScript fuser plugin: fused regions run by oneDNN Graph (CPU)",
+    description="TorchScript fuser plugin: fused regions run by oneDNN Graph (CPU) and cuDNN (GPU)",
     packages=find_packages(include=["torch_graphfuse", "torch_graphfuse.*"]),
     ext_modules=[CMakeExtension("torch_graphfuse._C")],
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
-    install_requires=["torch", "onednn-cpu-gomp==2023.2.0"],
+    install_requires=["torch"],
 )

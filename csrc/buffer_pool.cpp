@@ -1,5 +1,7 @@
 #include "buffer_pool.h"
 
+#include "kernel_stats.h"
+
 #include <c10/core/impl/alloc_cpu.h>
 
 #include <malloc.h>
@@ -59,17 +61,6 @@ class BufferPool final : public c10::Allocator {
     default_copy_data(dest, src, count);
   }
 
-  PoolStats stats() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return {reused_, idle_, aged_out_};
-  }
-
-  void reset_reuse_count() {
-    std::lock_guard<std::mutex> lock(mu_);
-    reused_ = 0;
-    aged_out_ = 0;
-  }
-
   size_t release() {
     size_t released = 0;
     {
@@ -78,7 +69,7 @@ class BufferPool final : public c10::Allocator {
         for (const auto& idle : blocks) c10::free_cpu(idle.block);
       free_.clear();
       released = idle_;
-      idle_ = 0;
+      set_idle(0);
     }
     // glibc keeps freed heap pages mapped; hand them back so RSS drops.
     malloc_trim(0);
@@ -101,8 +92,8 @@ class BufferPool final : public c10::Allocator {
     void* block = it->second.back().block;
     it->second.pop_back();
     if (it->second.empty()) free_.erase(it);
-    idle_ -= cls;
-    ++reused_;
+    set_idle(idle_ - cls);
+    ++counters().reused_outputs;
     return block;
   }
 
@@ -114,8 +105,8 @@ class BufferPool final : public c10::Allocator {
       while (!blocks.empty() && clock_ - blocks.front().since >= kAgeLimit) {
         c10::free_cpu(blocks.front().block);
         blocks.pop_front();
-        idle_ -= it->first;
-        ++aged_out_;
+        set_idle(idle_ - it->first);
+        ++counters().aged_out_buffers;
         freed = true;
       }
       it = blocks.empty() ? free_.erase(it) : std::next(it);
@@ -129,7 +120,7 @@ class BufferPool final : public c10::Allocator {
       std::lock_guard<std::mutex> lock(mu_);
       if (idle_ + cls <= memory_budget().pool_idle_bytes) {
         free_[cls].push_back({block, clock_});
-        idle_ += cls;
+        set_idle(idle_ + cls);
         return;
       }
     }
@@ -138,11 +129,15 @@ class BufferPool final : public c10::Allocator {
 
   static void give_back(void* block);
 
+  // Under mu_: the idle bytes, mirrored in the kernel stats.
+  void set_idle(size_t bytes) {
+    idle_ = bytes;
+    counters().idle_buffer_bytes = bytes;
+  }
+
   std::mutex mu_;
   std::map<size_t, std::deque<Idle>> free_;  // by size class, oldest first
   size_t idle_ = 0;
-  size_t reused_ = 0;
-  size_t aged_out_ = 0;
   size_t clock_ = 0;  // pool allocations so far
 };
 
@@ -166,10 +161,6 @@ const MemoryBudget& memory_budget() {
 }
 
 c10::Allocator* buffer_pool() { return &pool(); }
-
-PoolStats pool_stats() { return pool().stats(); }
-
-void reset_pool_reuse_count() { pool().reset_reuse_count(); }
 
 size_t release_idle_buffers() { return pool().release(); }
 

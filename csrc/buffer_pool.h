@@ -18,13 +18,6 @@ namespace graphfuse {
 // process: tensors handed to the caller may outlive everything else.
 c10::Allocator* buffer_pool();
 
-struct PoolStats {
-  size_t reused = 0;      // allocations served from a free list
-  size_t idle_bytes = 0;  // held in free lists now
-  size_t aged_out = 0;    // idle buffers freed for not being reused in time
-};
-PoolStats pool_stats();
-void reset_pool_reuse_count();
 // Returns every free buffer to the system; the bytes released.
 size_t release_idle_buffers();
 

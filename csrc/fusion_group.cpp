@@ -1,27 +1,20 @@
-#include "fusion_group.h"
+// The graphfuse::FusionGroup operator: each node gets the kernel of its
+// backend (onednn/kernel.cpp, external_kernel.cpp) over what they share here:
+// the guard, the finite flags and the unfused fallback. Also
+// graphfuse::all_finite, the check finite_guard inserts.
+#include "group.h"
 
-#include "buffer_pool.h"
-
-#include <ATen/core/Tensor.h>
-#include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
-#include <ATen/record_function.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/ops/isfinite.h>
+#include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
-#include <c10/core/MemoryFormat.h>
-#include <c10/util/hash.h>
-#include <c10/util/strides.h>
-#include <torch/csrc/jit/ir/ir.h>
-#include <torch/csrc/jit/jit_log.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
-#include <torch/csrc/jit/runtime/interpreter.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <list>
-#include <mutex>
-#include <unordered_map>
+
+#include "kernel_stats.h"
 
 namespace graphfuse {
 namespace {
@@ -29,123 +22,12 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Stack;
 
-const auto kDesc = c10::Symbol::attr("desc");
-const auto kSubgraph = c10::Symbol::attr("Subgraph");
-const auto kTypes = c10::Symbol::attr("types");
-const auto kGuarded = c10::Symbol::attr("guarded");
-const auto kAnyLayout = c10::Symbol::attr("any_layout");
-const auto kPrepared = c10::Symbol::attr("prepared");
-const auto kFreeLayout = c10::Symbol::attr("free_layout");
-const auto kFiniteInputs = c10::Symbol::attr("finite_inputs");
-const auto kLabel = c10::Symbol::attr("label");
-const auto kBackend = c10::Symbol::attr("backend");
-const auto kOutputTypes = c10::Symbol::attr("output_types");
-std::atomic<size_t> g_compiles{0}, g_hits{0}, g_fallbacks{0}, g_fused{0}, g_inplace{0},
-    g_compile_us{0}, g_first_run_us{0}, g_evictions{0}, g_nonfinite{0};
-// Bytes of constant weights bound by the cached compiled partitions of all
-// groups: oneDNN keeps a reordered copy of them per compiled partition.
-std::atomic<size_t> g_weight_bytes{0};
-
-size_t us_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                               start)
-      .count();
-}
-
-// Spec of one call: per input dtype, rank, sizes and strides.
-using SpecKey = std::vector<int64_t>;
-struct SpecHash {
-  size_t operator()(const SpecKey& k) const { return c10::hash<SpecKey>()(k); }
-};
-
-struct Entry {
-  Entry() = default;
-  Entry(const Entry&) = delete;
-  Entry& operator=(const Entry&) = delete;
-  ~Entry() { g_weight_bytes -= weight_bytes; }
-
-  std::optional<Compiled> compiled;  // empty: this spec runs unfused
-  size_t weight_bytes = 0;           // constant inputs bound, counted in g_weight_bytes
-  std::mutex mu;                     // guards the members below
-  std::vector<dg::tensor> inputs, outputs;
-  // Per output, the input oneDNN may overwrite with it (-1: none): that
-  // input's buffer becomes the output when nothing else holds it.
-  std::vector<int> inplace_input;
-  bool executed = false;  // the first execution also prepares the constant weights
-};
-
-// How a tensor's memory is laid out, which decides the strides of eager's
-// results: row-major, channels-last (4-d/5-d), or another order.
-enum class Layout : int64_t { kRowMajor, kChannelsLast, kOther };
-
-// Dense with `order` (outermost dim first); size-1 dims may have any stride.
-bool dense_in_order(c10::IntArrayRef sizes, c10::IntArrayRef strides, const Dims& order) {
-  int64_t expected = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    if (sizes[*it] != 1 && strides[*it] != expected) return false;
-    expected *= sizes[*it];
-  }
-  return true;
-}
-
-Dims row_major_order(size_t rank) {
-  Dims order(rank);
-  for (size_t i = 0; i < rank; ++i) order[i] = static_cast<int64_t>(i);
-  return order;
-}
-
-Dims channels_last_order(size_t rank) {
-  Dims order{0};
-  for (size_t i = 2; i < rank; ++i) order.push_back(static_cast<int64_t>(i));
-  order.push_back(1);
-  return order;
-}
-
-// Dims from outermost to innermost stride (ties: the earlier dim outer).
-Dims order_of(c10::IntArrayRef strides) {
-  Dims order = row_major_order(strides.size());
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
-  return order;
-}
-
-// Eager lays a result out in its inputs' dim order, dense: a slice of a
-// row-major tensor counts as row-major. Size-1 dims are left out of the order.
-Layout layout_of(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
-  auto rank = sizes.size();
-  bool cl_rank = rank == 4 || rank == 5;
-  if (dense_in_order(sizes, strides, row_major_order(rank))) return Layout::kRowMajor;
-  if (cl_rank && dense_in_order(sizes, strides, channels_last_order(rank)))
-    return Layout::kChannelsLast;
-  auto without_unit_dims = [&](const Dims& order) {
-    Dims kept;
-    for (auto d : order)
-      if (sizes[d] != 1) kept.push_back(d);
-    return kept;
-  };
-  auto order = without_unit_dims(order_of(strides));
-  if (order == without_unit_dims(row_major_order(rank))) return Layout::kRowMajor;
-  if (cl_rank && order == without_unit_dims(channels_last_order(rank)))
-    return Layout::kChannelsLast;
-  return Layout::kOther;
-}
-
-Dims dense_strides(const Dims& sizes, const Dims& order) {
-  Dims strides(sizes.size());
-  int64_t stride = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    strides[*it] = stride;
-    stride *= std::max<int64_t>(sizes[*it], 1);
-  }
-  return strides;
-}
-
 // True when each guarded input still has the dtype, device and rank the
 // group was built for (its exact sizes where the type gives them, and strides
 // where `exact_strides`); else
 // the group runs unfused.
 bool guard_holds(const std::vector<int64_t>& guarded, const std::vector<c10::TypePtr>& types,
-                 const Stack& stack, size_t n, bool exact_strides) {
+                 const torch::jit::Stack& stack, size_t n, bool exact_strides) {
   auto inputs = torch::jit::last(stack, n);
   for (size_t k = 0; k < guarded.size(); ++k) {
     const auto& expected = types[k]->expectRef<c10::TensorType>();
@@ -166,535 +48,6 @@ bool guard_holds(const std::vector<int64_t>& guarded, const std::vector<c10::Typ
   }
   return true;
 }
-
-// What every fusion group's kernel shares, whatever its backend: the
-// profiler name, the finite flags and type guard it checks before running
-// fused, and the unfused subgraph it runs otherwise.
-class GroupBase {
- public:
-  GroupBase(const Node* node, bool exact_strides)
-      : subgraph_(node->g(kSubgraph)),
-        // The profiler's name for the group, e.g. "graphfuse::FusionGroup_3 [linear, gelu]".
-        name_(node->hasAttribute(kLabel)
-                  ? node->s(kLabel)
-                  : "graphfuse::FusionGroup_" + std::to_string(reinterpret_cast<uintptr_t>(node))),
-        exact_strides_(exact_strides) {
-    // A group whose mapping assumes graph inputs finite (see
-    // passes/finite_guard.py) takes graphfuse::all_finite's answer for each last.
-    if (node->hasAttribute(kFiniteInputs)) finite_flags_ = node->is(kFiniteInputs).size();
-    if (node->hasAttribute(kGuarded)) {
-      guarded_ = node->is(kGuarded);
-      guard_types_ = node->tys(kTypes);
-      TORCH_CHECK(guarded_.size() == guard_types_.size(),
-                  "graphfuse::FusionGroup: one guard type per guarded input");
-    }
-  }
-
- protected:
-  // Pops the finite flags and checks the guard over the `n` inputs; when
-  // either fails, runs the unfused subgraph and returns false.
-  bool admitted(Stack& stack, size_t n) {
-    if (finite_flags_ > 0) {
-      bool finite = true;
-      for (size_t k = 0; k < finite_flags_; ++k) {
-        finite = finite && stack.back().toBool();
-        stack.pop_back();
-      }
-      if (!finite) {
-        ++g_nonfinite;
-        ++g_fallbacks;
-        run_fallback(stack);
-        return false;
-      }
-    }
-    if (!guard_holds(guarded_, guard_types_, stack, n, exact_strides_)) {
-      ++g_fallbacks;
-      run_fallback(stack);
-      return false;
-    }
-    return true;
-  }
-
-  void run_fallback(Stack& stack) {
-    RECORD_FUNCTION("graphfuse::unfused", c10::ArrayRef<const c10::IValue>{});
-    std::call_once(fallback_once_, [&] {
-      fallback_ = std::make_unique<torch::jit::Code>(subgraph_->copy(), name_ + "_fallback");
-    });
-    torch::jit::InterpreterState(*fallback_).run(stack);
-  }
-
-  const std::shared_ptr<torch::jit::Graph> subgraph_;
-  const std::string name_;
-  size_t finite_flags_ = 0;  // last inputs: whether each input assumed finite is
-
- private:
-  const bool exact_strides_;  // the backend reads inputs with the profiled strides only
-  std::vector<int64_t> guarded_;   // the inputs the guard checks (not the constants)
-  std::vector<c10::TypePtr> guard_types_;  // what each guarded input must match
-  std::once_flag fallback_once_;
-  std::unique_ptr<torch::jit::Code> fallback_;
-};
-
-// A oneDNN Graph fusion group: compiles its partition per input spec.
-class Kernel : public GroupBase {
- public:
-  // Strides are not guarded: a spec of other strides compiles anew.
-  explicit Kernel(const Node* node)
-      : GroupBase(node, false), desc_(GraphDesc::parse(node->s(kDesc))) {
-    TORCH_CHECK(desc_.inputs.size() + finite_flags_ == node->inputs().size() &&
-                    desc_.outputs.size() == node->outputs().size(),
-                "graphfuse::FusionGroup: description ports do not match the node");
-    any_layout_.assign(desc_.outputs.size(), false);
-    if (node->hasAttribute(kAnyLayout))
-      for (auto i : node->is(kAnyLayout)) any_layout_.at(i) = true;
-    if (node->hasAttribute(kPrepared)) prepared_ = take_prepared(node->i(kPrepared));
-    free_layout_.assign(desc_.inputs.size(), false);
-    if (node->hasAttribute(kFreeLayout))
-      for (auto i : node->is(kFreeLayout)) free_layout_.at(i) = true;
-  }
-
-  void run(Stack& stack) {
-    RECORD_FUNCTION(name_, c10::ArrayRef<const c10::IValue>{});
-    auto n = desc_.inputs.size();
-    if (!admitted(stack, n)) return;
-    std::vector<at::Tensor> inputs;
-    std::vector<Dims> strides;
-    std::vector<Layout> layouts;
-    std::vector<Dims> given;  // the strides an input of another layout came with
-    inputs.reserve(n);
-    strides.reserve(n);
-    layouts.reserve(n);
-    given.reserve(n);
-    for (auto& iv : torch::jit::last(stack, n)) {
-      const auto& t = iv.toTensor();
-      layouts.push_back(input_layout(t));
-      given.push_back(layouts.back() == Layout::kOther ? t.strides().vec() : Dims{});
-      inputs.push_back(bindable(t));
-      strides.push_back(canonical_strides(inputs.back()));
-    }
-    auto entry = lookup(inputs, strides, layouts, given);
-    if (!entry->compiled) {
-      ++g_fallbacks;
-      return run_fallback(stack);
-    }
-    // Dropped first, so an input no one else holds can be written in place.
-    torch::jit::drop(stack, n);
-    execute(*entry, inputs, stack);
-  }
-
- private:
-  // Inputs are bound in the two layouts oneDNN v3.2 computes right with
-  // every op: row-major, and channels-last for 4-d/5-d tensors. It returns
-  // garbage for some others (column-major operands of a broadcasting binary
-  // op), so any other layout is copied to row-major first. A 0-dim tensor (a
-  // scalar operand) is bound as shape [1].
-  static at::Tensor bindable(const at::Tensor& t) {
-    if (t.dim() == 0) return t.reshape({1});
-    if (t.is_contiguous() || channels_last(t)) return t;
-    return t.contiguous();
-  }
-
-  // torch keeps the first two answers as flags: no work on the usual path.
-  static Layout input_layout(const at::Tensor& t) {
-    if (t.is_contiguous()) return Layout::kRowMajor;
-    if (channels_last(t)) return Layout::kChannelsLast;
-    return layout_of(t.sizes(), t.strides());
-  }
-
-  static bool channels_last(const at::Tensor& t) {
-    return (t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast)) ||
-           (t.dim() == 5 && t.is_contiguous(at::MemoryFormat::ChannelsLast3d));
-  }
-
-  // The strides oneDNN is given: the canonical ones of the tensor's layout,
-  // whatever torch left in the strides of its size-1 dims.
-  static Dims canonical_strides(const at::Tensor& t) {
-    if (t.is_contiguous()) {
-      auto s = c10::contiguous_strides(t.sizes());
-      return Dims(s.begin(), s.end());
-    }
-    return t.dim() == 4 ? c10::get_channels_last_strides_2d(t.sizes())
-                        : c10::get_channels_last_strides_3d(t.sizes());
-  }
-
-  static SpecKey spec_of(const std::vector<at::Tensor>& inputs, const std::vector<Dims>& strides,
-                         const std::vector<Layout>& layouts, const std::vector<Dims>& given) {
-    SpecKey key;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const auto& t = inputs[i];
-      key.push_back(static_cast<int64_t>(layouts[i]));
-      // Another layout is told apart by its exact strides (see layout_change).
-      if (layouts[i] == Layout::kOther) key.insert(key.end(), given[i].begin(), given[i].end());
-      key.push_back(static_cast<int64_t>(t.scalar_type()));
-      key.push_back(t.dim());
-      key.insert(key.end(), t.sizes().begin(), t.sizes().end());
-      key.insert(key.end(), strides[i].begin(), strides[i].end());
-    }
-    return key;
-  }
-
-  std::shared_ptr<Entry> lookup(const std::vector<at::Tensor>& inputs,
-                                const std::vector<Dims>& strides,
-                                const std::vector<Layout>& layouts,
-                                const std::vector<Dims>& given) {
-    auto key = spec_of(inputs, strides, layouts, given);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (last_ && last_key_ == key) {
-      ++g_hits;
-      return last_;
-    }
-    auto it = cache_.find(key);
-    if (it != cache_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second.second);
-      ++g_hits;
-    } else {
-      lru_.push_front(key);
-      auto entry = std::make_shared<Entry>();
-      compile(*entry, inputs, strides, layouts, given);
-      it = cache_.emplace(key, std::make_pair(std::move(entry), lru_.begin())).first;
-      // The newest spec always stays; older ones go, least recently used
-      // first, past the per-group count or the weight budget of all groups.
-      const auto& budget = memory_budget();
-      while (cache_.size() > 1 && (cache_.size() > budget.specs_per_group ||
-                                   g_weight_bytes.load() > budget.weight_cache_bytes)) {
-        cache_.erase(lru_.back());
-        lru_.pop_back();
-        ++g_evictions;
-      }
-    }
-    last_ = it->second.first;
-    last_key_ = std::move(key);
-    return last_;
-  }
-
-  // Whether eager would lay out the group's results as in the profiling
-  // runs: every input has the layout it had then (the order of any other
-  // layout than row-major and channels-last only at the very same strides).
-  // An input another group wrote in oneDNN's layout may have any.
-  std::string layout_change(const std::vector<at::Tensor>& inputs,
-                            const std::vector<Layout>& layouts,
-                            const std::vector<Dims>& given) const {
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const auto& d = desc_.tensors.at(desc_.inputs[i]);
-      if (free_layout_[i] || d.strides.empty() || d.dims.empty()) continue;
-      auto profiled = layout_of(d.dims, d.strides);
-      if (profiled != layouts[i] ||
-          (profiled == Layout::kOther && given[i] != d.strides))
-        return "input " + std::to_string(i) + " is laid out otherwise than in the profiling runs (" +
-               c10::str(inputs[i].sizes(), " strides ", given[i], " against ", d.dims, " strides ",
-                        d.strides) + ")";
-    }
-    return {};
-  }
-
-  // At sizes other than the profiled ones, outputs the caller or ATen reads
-  // take the dim order eager gave them in the profiling runs (channels-last
-  // stays channels-last), with the sizes oneDNN inferred; nullopt when each
-  // already has it.
-  std::optional<std::vector<LogicalTensor>> outputs_in_profiled_order(const Compiled& c) const {
-    std::vector<LogicalTensor> lts;
-    bool reordered = false;
-    for (size_t i = 0; i < desc_.outputs.size(); ++i) {
-      const auto& d = desc_.tensors.at(desc_.outputs[i]);
-      const auto& lt = c.outputs[i];
-      auto dims = lt.get_dims();
-      auto strides = lt.get_strides();
-      if (!any_layout_[i] && d.strides.size() == dims.size()) {
-        auto wanted = dense_strides(dims, order_of(d.strides));
-        if (wanted != strides) {
-          strides = wanted;
-          reordered = true;
-        }
-      }
-      lts.emplace_back(lt.get_id(), lt.get_data_type(), dims, strides,
-                       LogicalTensor::property_type::variable);
-    }
-    if (!reordered) return std::nullopt;
-    return lts;
-  }
-
-  void compile(Entry& entry, const std::vector<at::Tensor>& inputs,
-               const std::vector<Dims>& strides, const std::vector<Layout>& layouts,
-               const std::vector<Dims>& given) {
-    RECORD_FUNCTION("graphfuse::compile", c10::ArrayRef<const c10::IValue>{});
-    auto start = std::chrono::steady_clock::now();
-    std::vector<LogicalTensor> in_lts;
-    std::string why;
-    bool profiled = true;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const auto& t = inputs[i];
-      const auto& d = desc_.tensors.at(desc_.inputs[i]);
-      auto dtype = to_backend_dtype(t.scalar_type());
-      if (!dtype || t.device().type() != c10::DeviceType::CPU || t.numel() == 0) {
-        why = "input " + std::to_string(i) + " (" + std::string(c10::toString(t.scalar_type())) +
-              ", " + t.device().str() + ", " + std::to_string(t.numel()) +
-              " elements) cannot be bound to oneDNN";
-        break;
-      }
-      auto property = d.constant ? LogicalTensor::property_type::constant
-                                 : LogicalTensor::property_type::variable;
-      in_lts.emplace_back(d.id, *dtype, t.sizes().vec(), strides[i], property);
-      profiled = profiled && t.sizes().vec() == d.dims;
-    }
-    if (why.empty()) why = layout_change(inputs, layouts, given);
-    std::optional<Compiled> compiled;
-    if (why.empty()) {
-      // The partition found with the graph's other groups serves the
-      // profiled spec; any other spec finds its own.
-      const Prepared* prepared = profiled && prepared_ ? &*prepared_ : nullptr;
-      compiled = compile_partition(desc_, in_lts, output_lts(profiled, true), profiled, prepared,
-                                   why);
-      // Where oneDNN answers `any` with a blocked layout (v3.2 picks strided
-      // NHWC on x86), compile again with every output strided.
-      if (compiled && !all_strided(*compiled))
-        compiled = compile_partition(desc_, in_lts, output_lts(profiled, false), profiled,
-                                     prepared, why);
-      if (compiled && !all_strided(*compiled)) {
-        compiled.reset();
-        why = "oneDNN chose a non-strided output layout";
-      }
-      if (compiled && !profiled)
-        if (auto ordered = outputs_in_profiled_order(*compiled))
-          compiled = compile_partition(desc_, in_lts, *ordered, false, nullptr, why);
-    }
-    ++g_compiles;
-    auto us = us_since(start);
-    g_compile_us += us;
-    if (!compiled) {
-      GRAPH_DEBUG(name_, ": running unfused for this input spec: ", why);
-      if (!warned_) {
-        warned_ = true;
-        TORCH_WARN("torch_graphfuse: a fusion group runs unfused for an input spec: ", why);
-      }
-      return;
-    }
-    GRAPH_DEBUG(name_, ": compiled a partition of ", desc_.ops.size(), " ops in ", us, " us");
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (desc_.tensors.at(desc_.inputs[i]).constant) entry.weight_bytes += inputs[i].nbytes();
-    g_weight_bytes += entry.weight_bytes;
-    for (const auto& lt : compiled->inputs) entry.inputs.emplace_back(lt, cpu_engine(), nullptr);
-    for (const auto& lt : compiled->outputs) entry.outputs.emplace_back(lt, cpu_engine(), nullptr);
-    entry.inplace_input = inplace_inputs(*compiled);
-    for (size_t o = 0; o < entry.inplace_input.size(); ++o)
-      if (entry.inplace_input[o] >= 0)
-        GRAPH_DEBUG(name_, ": output ", o, " may be written over input ", entry.inplace_input[o],
-                    " when nothing else holds it");
-    entry.compiled = std::move(compiled);
-  }
-
-  static bool all_strided(const Compiled& c) {
-    return std::all_of(c.outputs.begin(), c.outputs.end(), [](const LogicalTensor& lt) {
-      return lt.get_layout_type() == LogicalTensor::layout_type::strided;
-    });
-  }
-
-  // Outputs only other groups read take the layout oneDNN prefers (`any`,
-  // when `any_layout`), so the next group reads them with no reorder. The
-  // rest are strided: on the profiled spec with the strides eager produced
-  // (channels_last stays channels_last), otherwise dense.
-  std::vector<LogicalTensor> output_lts(bool profiled, bool any_layout) const {
-    std::vector<LogicalTensor> lts;
-    for (size_t i = 0; i < desc_.outputs.size(); ++i) {
-      const auto& d = desc_.tensors.at(desc_.outputs[i]);
-      Dims dims = profiled ? d.dims : Dims(d.ndims, DNNL_GRAPH_UNKNOWN_DIM);
-      if (any_layout && any_layout_[i])
-        lts.emplace_back(d.id, d.dtype, dims, LogicalTensor::layout_type::any);
-      else if (profiled && !d.strides.empty())
-        lts.emplace_back(d.id, d.dtype, d.dims, d.strides, LogicalTensor::property_type::variable);
-      else
-        lts.emplace_back(d.id, d.dtype, dims, LogicalTensor::layout_type::strided);
-    }
-    return lts;
-  }
-
-  // The in-place pairs oneDNN reports, as input index per output, where the
-  // two ports have the same dtype, sizes and strides (the buffer fits as is)
-  // and the input is not a constant (the caller's weights stay untouched).
-  std::vector<int> inplace_inputs(const Compiled& c) const {
-    std::vector<int> result(c.outputs.size(), -1);
-    auto index_of = [](const std::vector<LogicalTensor>& lts, size_t id) {
-      for (size_t i = 0; i < lts.size(); ++i)
-        if (lts[i].get_id() == id) return static_cast<int>(i);
-      return -1;
-    };
-    for (const auto& [in_id, out_id] : c.partition.get_inplace_ports()) {
-      int i = index_of(c.inputs, in_id), o = index_of(c.outputs, out_id);
-      if (i < 0 || o < 0 || result[o] >= 0) continue;
-      const auto &in = c.inputs[i], &out = c.outputs[o];
-      if (in.get_property_type() == LogicalTensor::property_type::constant ||
-          in.get_layout_type() != LogicalTensor::layout_type::strided ||
-          in.get_data_type() != out.get_data_type() || in.get_dims() != out.get_dims() ||
-          in.get_strides() != out.get_strides())
-        continue;
-      result[o] = i;
-    }
-    return result;
-  }
-
-  // An input tensor the group may overwrite: nothing but this call holds it
-  // or its storage (the interpreter moved it here at its last use), and its
-  // memory came from a torch allocator, not from a caller's blob.
-  static bool exclusively_held(const at::Tensor& t) {
-    return t.use_count() == 1 && t.storage().use_count() == 1 &&
-           t.storage().allocator() != nullptr;
-  }
-
-  // A new output tensor from the buffer pool: a freed buffer of that size
-  // when there is one.
-  static at::Tensor output_buffer(const LogicalTensor& lt) {
-    return at::detail::empty_strided_generic(lt.get_dims(), lt.get_strides(), buffer_pool(),
-                                             c10::DispatchKeySet(c10::DispatchKey::CPU),
-                                             to_scalar_type(lt.get_data_type()));
-  }
-
-  void execute(Entry& entry, std::vector<at::Tensor>& inputs, Stack& stack) {
-    const auto& c = *entry.compiled;
-    std::vector<at::Tensor> outputs;
-    outputs.reserve(c.outputs.size());
-    {
-      thread_local dnnl::stream stream(cpu_engine());
-      std::lock_guard<std::mutex> lock(entry.mu);
-      // Only the first execution is timed: no clock read on later calls.
-      auto start = entry.executed ? std::chrono::steady_clock::time_point{}
-                                  : std::chrono::steady_clock::now();
-      for (size_t o = 0; o < c.outputs.size(); ++o) {
-        int i = entry.inplace_input[o];
-        if (i >= 0 && inputs[i].defined() && exclusively_held(inputs[i])) {
-          // Moved out of `inputs`, so no other output takes it as well.
-          outputs.push_back(std::move(inputs[i]));
-          entry.inputs[i].set_data_handle(outputs.back().data_ptr());
-          ++g_inplace;
-        } else {
-          outputs.push_back(output_buffer(c.outputs[o]));
-        }
-      }
-      for (size_t i = 0; i < inputs.size(); ++i)
-        if (inputs[i].defined()) entry.inputs[i].set_data_handle(inputs[i].data_ptr());
-      for (size_t i = 0; i < outputs.size(); ++i) entry.outputs[i].set_data_handle(outputs[i].data_ptr());
-      if (entry.executed) {
-        c.partition.execute(stream, entry.inputs, entry.outputs);
-      } else {
-        // The first execution also reorders the constant weights, which oneDNN caches.
-        RECORD_FUNCTION("graphfuse::first_run", c10::ArrayRef<const c10::IValue>{});
-        c.partition.execute(stream, entry.inputs, entry.outputs);
-      }
-      stream.wait();
-      if (!entry.executed) {
-        entry.executed = true;
-        auto us = us_since(start);
-        g_first_run_us += us;
-        GRAPH_DEBUG(name_, ": first execution (constant weights prepared) in ", us, " us");
-      }
-    }
-    ++g_fused;
-    for (auto& t : outputs) stack.emplace_back(std::move(t));
-  }
-
-  static c10::ScalarType to_scalar_type(DataType t) {
-    switch (t) {
-      case DataType::bf16: return c10::ScalarType::BFloat16;
-      case DataType::f16: return c10::ScalarType::Half;
-      case DataType::s32: return c10::ScalarType::Int;
-      case DataType::s8: return c10::ScalarType::Char;
-      case DataType::u8: return c10::ScalarType::Byte;
-      case DataType::boolean: return c10::ScalarType::Bool;
-      default: return c10::ScalarType::Float;
-    }
-  }
-
-  const GraphDesc desc_;
-  std::vector<bool> any_layout_;  // per output: only other fusion groups read it
-  std::vector<bool> free_layout_;  // per input: another group wrote it in oneDNN's layout
-  std::optional<Prepared> prepared_;  // this group's partition, found in the pipeline
-  std::mutex mu_;
-  std::list<SpecKey> lru_;
-  std::unordered_map<SpecKey, std::pair<std::shared_ptr<Entry>, std::list<SpecKey>::iterator>,
-                     SpecHash>
-      cache_;
-  std::shared_ptr<Entry> last_;  // the spec of the previous call, checked first
-  SpecKey last_key_;
-  bool warned_ = false;
-};
-
-GroupExecutorFactory& executor_factory() {
-  static GroupExecutorFactory factory;
-  return factory;
-}
-
-// A fusion group of a backend whose compile/execute live outside this file
-// (cuDNN: backends/cudnn/runtime.py). Its executor is made once, from the
-// group's description, and given the inputs per run; its outputs are laid over
-// the node's profiled sizes, strides and dtypes (the description may view a
-// port differently: a linear's batch dims flattened into matmul rows). Any failure
-// runs the unfused subgraph, with one warning.
-class ExternalKernel : public GroupBase {
- public:
-  explicit ExternalKernel(const Node* node)
-      : GroupBase(node, true), desc_(node->s(kDesc)), n_inputs_(node->inputs().size() - finite_flags_) {
-    const auto& types = node->tys(kOutputTypes);
-    TORCH_CHECK(types.size() == node->outputs().size(),
-                "graphfuse::FusionGroup: one output type per output");
-    for (const auto& out : types) {
-      const auto type = out->cast<c10::TensorType>();
-      auto sizes = type ? type->sizes().concrete_sizes() : std::nullopt;
-      auto strides = type ? type->strides().concrete_sizes() : std::nullopt;
-      TORCH_CHECK(sizes && strides, "graphfuse::FusionGroup: an external backend's output ",
-                  "has no profiled sizes and strides");
-      TORCH_CHECK(type->scalarType(), "graphfuse::FusionGroup: an external backend's output ",
-                  "has no profiled dtype");
-      out_sizes_.push_back(*sizes);
-      out_strides_.push_back(*strides);
-      out_dtypes_.push_back(*type->scalarType());
-    }
-  }
-
-  void run(Stack& stack) {
-    RECORD_FUNCTION(name_, c10::ArrayRef<const c10::IValue>{});
-    if (!admitted(stack, n_inputs_)) return;
-    std::vector<at::Tensor> outputs;
-    try {
-      std::call_once(made_, [&] {
-        TORCH_CHECK(executor_factory(), "no executor is registered for this backend");
-        executor_ = executor_factory()(desc_);
-      });
-      TORCH_CHECK(executor_, "the group's executor could not be made");
-      std::vector<at::Tensor> inputs;
-      inputs.reserve(n_inputs_);
-      for (auto& iv : torch::jit::last(stack, n_inputs_)) inputs.push_back(iv.toTensor());
-      outputs = executor_(inputs);
-      TORCH_CHECK(outputs.size() == out_sizes_.size(), "the executor returned ", outputs.size(),
-                  " outputs for ", out_sizes_.size());
-      for (size_t i = 0; i < outputs.size(); ++i) {
-        if (outputs[i].sizes() != c10::IntArrayRef(out_sizes_[i]) ||
-            outputs[i].strides() != c10::IntArrayRef(out_strides_[i]))
-          outputs[i] = outputs[i].as_strided(out_sizes_[i], out_strides_[i],
-                                             outputs[i].storage_offset());
-        // A backend may compute an output wider than eager's (cuDNN writes
-        // reductions in float): rounded once, as eager rounds its result.
-        if (outputs[i].scalar_type() != out_dtypes_[i])
-          outputs[i] = outputs[i].to(out_dtypes_[i]);
-      }
-    } catch (const std::exception& e) {
-      GRAPH_DEBUG(name_, ": running unfused: ", e.what());
-      if (!warned_.exchange(true))
-        TORCH_WARN("torch_graphfuse: a fusion group runs unfused: ", e.what());
-      ++g_fallbacks;
-      return run_fallback(stack);
-    }
-    torch::jit::drop(stack, n_inputs_);
-    ++g_fused;
-    for (auto& t : outputs) stack.emplace_back(std::move(t));
-  }
-
- private:
-  const std::string desc_;
-  const size_t n_inputs_;
-  std::vector<std::vector<int64_t>> out_sizes_, out_strides_;
-  std::vector<c10::ScalarType> out_dtypes_;
-  std::once_flag made_;
-  GroupExecutor executor_;
-  std::atomic<bool> warned_{false};
-};
 
 // Whether every element of `t` is finite: a scan of the exponent bits,
 // parallel over chunks, that stops at the first chunk holding NaN or inf.
@@ -748,53 +101,63 @@ torch::jit::RegisterOperators register_ops({
     torch::jit::Operator(
         c10::Symbol::fromQualString("graphfuse::FusionGroup"),
         [](const Node* node) -> torch::jit::Operation {
-          if (node->hasAttribute(kBackend) && node->s(kBackend) != "onednn") {
-            auto kernel = std::make_shared<ExternalKernel>(node);
-            return [kernel](Stack& stack) { kernel->run(stack); };
-          }
-          auto kernel = std::make_shared<Kernel>(node);
-          return [kernel](Stack& stack) { kernel->run(stack); };
+          if (node->hasAttribute(attr::backend) && node->s(attr::backend) != "onednn")
+            return external_group(node);
+          return onednn_group(node);
         },
         c10::AliasAnalysisKind::PURE_FUNCTION),
 });
 
 }  // namespace
 
-void set_group_executor_factory(GroupExecutorFactory factory) {
-  executor_factory() = std::move(factory);
-}
-
-std::optional<DataType> to_backend_dtype(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Float: return DataType::f32;
-    case c10::ScalarType::BFloat16: return DataType::bf16;
-    case c10::ScalarType::Half: return DataType::f16;
-    // Quantized data as plain tensors (PT2E's quantize/dequantize ops).
-    case c10::ScalarType::Byte: return DataType::u8;
-    case c10::ScalarType::Char: return DataType::s8;
-    default: return std::nullopt;
+GroupBase::GroupBase(const Node* node, bool exact_strides)
+    : subgraph_(node->g(attr::subgraph)),
+      // The profiler's name for the group, e.g. "graphfuse::FusionGroup_3 [linear, gelu]".
+      name_(node->hasAttribute(attr::label)
+                ? node->s(attr::label)
+                : "graphfuse::FusionGroup_" + std::to_string(reinterpret_cast<uintptr_t>(node))),
+      report_(node->hasAttribute(attr::report) ? node->i(attr::report) : -1),
+      exact_strides_(exact_strides) {
+  // A group whose mapping assumes graph inputs finite (see
+  // passes/finite_guard.py) takes graphfuse::all_finite's answer for each last.
+  if (node->hasAttribute(attr::finite_inputs)) finite_flags_ = node->is(attr::finite_inputs).size();
+  if (node->hasAttribute(attr::guarded)) {
+    guarded_ = node->is(attr::guarded);
+    guard_types_ = node->tys(attr::types);
+    TORCH_CHECK(guarded_.size() == guard_types_.size(),
+                "graphfuse::FusionGroup: one guard type per guarded input");
   }
 }
 
-KernelStats kernel_stats() {
-  auto pool = pool_stats();
-  return {g_compiles.load(),   g_hits.load(),     g_fallbacks.load(),    g_fused.load(),
-          pool.reused,         g_inplace.load(),  pool.idle_bytes,       g_compile_us.load(),
-          g_first_run_us.load(), g_evictions.load(), g_weight_bytes.load(), pool.aged_out,
-          g_nonfinite.load()};
+bool GroupBase::admitted(Stack& stack, size_t n) {
+  auto& stats = counters();
+  if (finite_flags_ > 0) {
+    bool finite = true;
+    for (size_t k = 0; k < finite_flags_; ++k) {
+      finite = finite && stack.back().toBool();
+      stack.pop_back();
+    }
+    if (!finite) {
+      ++stats.nonfinite_fallbacks;
+      ++stats.fallbacks;
+      run_fallback(stack);
+      return false;
+    }
+  }
+  if (!guard_holds(guarded_, guard_types_, stack, n, exact_strides_)) {
+    ++stats.fallbacks;
+    run_fallback(stack);
+    return false;
+  }
+  return true;
 }
 
-void reset_kernel_stats() {
-  g_compiles = 0;
-  g_hits = 0;
-  g_fallbacks = 0;
-  g_fused = 0;
-  g_inplace = 0;
-  reset_pool_reuse_count();
-  g_compile_us = 0;
-  g_first_run_us = 0;
-  g_evictions = 0;
-  g_nonfinite = 0;
+void GroupBase::run_fallback(Stack& stack) {
+  RECORD_FUNCTION("graphfuse::unfused", c10::ArrayRef<const c10::IValue>{});
+  std::call_once(fallback_once_, [&] {
+    fallback_ = std::make_unique<torch::jit::Code>(subgraph_->copy(), name_ + "_fallback");
+  });
+  torch::jit::InterpreterState(*fallback_).run(stack);
 }
 
 }  // namespace graphfuse

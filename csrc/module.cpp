@@ -12,9 +12,13 @@
 
 #include <atomic>
 
-#include "backend.h"
 #include "buffer_pool.h"
-#include "fusion_group.h"
+#include "external_kernel.h"
+#include "kernel_stats.h"
+#include "onednn/api.h"
+#include "onednn/graph.h"
+
+#include <oneapi/dnnl/dnnl.h>
 
 namespace py = pybind11;
 
@@ -74,6 +78,7 @@ const bool profiles_quantized_ops = [] {
 
 // (partitions as (supported, op ids, input ids, output ids), refused ops as (id, why))
 py::tuple partition(const std::string& text) {
+  TORCH_CHECK(onednn::availability().ok, "torch_graphfuse: ", onednn::availability().problem);
   std::vector<std::pair<size_t, std::string>> refused;
   py::list result;
   for (const auto& p : partition_graph(GraphDesc::parse(text), refused))
@@ -83,6 +88,7 @@ py::tuple partition(const std::string& text) {
 
 // Per group description, the ticket of its prepared partition (-1: none).
 std::vector<int64_t> prepare(const std::vector<std::string>& texts) {
+  TORCH_CHECK(onednn::availability().ok, "torch_graphfuse: ", onednn::availability().problem);
   std::vector<GraphDesc> descs;
   descs.reserve(texts.size());
   for (const auto& text : texts) descs.push_back(GraphDesc::parse(text));
@@ -131,6 +137,8 @@ void set_executor_factory(py::object factory) {
 
 PYBIND11_MODULE(_C, m) {
   using namespace graphfuse;
+  // Before anything calls oneDNN: find torch's copy (onednn/api.cpp).
+  onednn::availability();
   m.doc() = "torch_graphfuse mechanism: pass hook, oneDNN Graph bindings, kernel stats";
   m.def("_set_pipeline", [](py::object fn) { pipeline() = std::move(fn); });
   m.def("_set_enabled", [](bool on) { g_enabled = on; });
@@ -141,23 +149,25 @@ PYBIND11_MODULE(_C, m) {
   m.def("_prepare_partitions", &prepare,
         "partition fusion groups in one oneDNN call; a ticket per group (-1: none)");
   m.def("_kernel_stats", [] {
-    auto s = kernel_stats();
+    const auto& c = counters();
     py::dict d;
-    d["compiles"] = s.compiles;
-    d["cache_hits"] = s.cache_hits;
-    d["fallbacks"] = s.fallbacks;
-    d["fused_runs"] = s.fused_runs;
-    d["reused_outputs"] = s.reused_outputs;
-    d["inplace_outputs"] = s.inplace_outputs;
-    d["idle_buffer_bytes"] = s.idle_buffer_bytes;
-    d["compile_us"] = s.compile_us;
-    d["first_run_us"] = s.first_run_us;
-    d["evictions"] = s.evictions;
-    d["cached_weight_bytes"] = s.cached_weight_bytes;
-    d["aged_out_buffers"] = s.aged_out_buffers;
-    d["nonfinite_fallbacks"] = s.nonfinite_fallbacks;
+#define GRAPHFUSE_STAT(name, kind, doc) d[#name] = c.name.load();
+    GRAPHFUSE_KERNEL_STATS(GRAPHFUSE_STAT)
+#undef GRAPHFUSE_STAT
     return d;
   });
+  m.def("_kernel_stat_docs", [] {
+    py::dict d;
+#define GRAPHFUSE_STAT(name, kind, doc) d[#name] = doc;
+    GRAPHFUSE_KERNEL_STATS(GRAPHFUSE_STAT)
+#undef GRAPHFUSE_STAT
+    return d;
+  });
+  m.def("_unfused_specs", [](int64_t report) {
+    py::list out;
+    for (const auto& u : unfused_specs(report)) out.append(py::make_tuple(u.group, u.why));
+    return out;
+  }, "(group label, why) of the groups of a report that ran an input spec unfused");
   m.def("_memory_budget", [] {
     const auto& b = memory_budget();
     py::dict d;
@@ -169,8 +179,18 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_kernel_stats", &reset_kernel_stats);
   m.def("_release_buffers", &release_idle_buffers,
         "free the output buffers kept for reuse; the bytes released");
-  m.def("_onednn_version", [] {
-    const auto* v = dnnl_version();
-    return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
-  });
+  m.def("_onednn", [] {
+    const auto& a = onednn::availability();
+    py::dict d;
+    d["ok"] = a.ok;
+    d["version"] = a.version;
+    d["hash"] = a.hash;
+    d["library"] = a.library;
+    d["problem"] = a.problem;
+    d["resolved"] = a.resolved;
+    d["listed"] = a.listed;
+    d["resolve_ms"] = a.resolve_ms;
+    d["cpu_isa"] = a.ok ? static_cast<int>(dnnl_get_effective_cpu_isa()) : -1;
+    return d;
+  }, "torch's oneDNN as the plugin found it: version, library, what is missing");
 }

@@ -26,8 +26,10 @@ def main() -> None:
     torch.manual_seed(0)
     model = resnet50().eval()
     x = torch.randn(args.batch, 3, 224, 224)
+    onednn = torch_graphfuse.onednn_info()
     print(f"ResNet-50, batch {args.batch}, 224x224, fp32, {torch.get_num_threads()} threads, "
-          f"oneDNN {torch_graphfuse._C._onednn_version()}")
+          f"torch {torch.__version__} with its oneDNN {onednn['version'] or '(unavailable)'}, "
+          f"kernels for {onednn['isa']}")
 
     with torch.no_grad():
         reference = model(x)

@@ -17,11 +17,13 @@ from collections.abc import Callable, Iterator
 import torch
 
 from . import _C, dynamo_backend, picture
+from .backends.onednn import library as _onednn
 from .pipeline import run_pipeline
 from .report import FusionReport, last_report
 
 __all__ = ["enable", "disable", "is_enabled", "fuser", "kernel_stats", "reset_kernel_stats",
-           "release_buffers", "memory_budget", "last_report", "FusionReport", "picture"]
+           "release_buffers", "memory_budget", "onednn_info", "last_report", "FusionReport",
+           "picture"]
 
 
 def enable() -> None:
@@ -55,16 +57,12 @@ def fuser(enabled: bool = True) -> Iterator[None]:
 
 
 def kernel_stats() -> dict[str, int]:
-    """Counts of partition compiles, cache hits, fused runs and unfused fallbacks; outputs
-    written into a freed output's buffer (`reused_outputs`) or over a dead input oneDNN
-    may overwrite (`inplace_outputs`); the bytes of freed buffers kept for reuse
-    (`idle_buffer_bytes`); the microseconds spent compiling partitions (`compile_us`)
-    and in their first executions, where oneDNN prepares the constant weights
-    (`first_run_us`); compiled specs dropped to stay within the memory budget
-    (`evictions`), the constant weight bytes the cached specs bind
-    (`cached_weight_bytes`), and idle buffers freed for not being reused
-    (`aged_out_buffers`)."""
     return _C._kernel_stats()
+
+
+# The counters and their meanings come from one list (csrc/kernel_stats.h).
+kernel_stats.__doc__ = "Counters over all fusion groups:\n" + "".join(
+    f"  {name}: {doc}\n" for name, doc in _C._kernel_stat_docs().items())
 
 
 def reset_kernel_stats() -> None:
@@ -86,6 +84,19 @@ def memory_budget() -> dict[str, int]:
     return _C._memory_budget()
 
 
+def onednn_info() -> dict[str, object]:
+    """The oneDNN torch_graphfuse runs CPU groups with: torch's own (its version, git hash and
+    library), the instruction set its kernels use on this CPU (`isa`, as ONEDNN_MAX_CPU_ISA
+    names it, lowercase) and whether that ISA has VNNI (exact int8 dot products) and bf16;
+    `available` is False, with `problem` saying why, where the plugin cannot use it."""
+    found = _onednn.info()
+    isa = found.isa
+    return {"available": found.available, "version": found.version, "hash": found.hash,
+            "library": found.library, "problem": found.problem,
+            "isa": isa.name if isa else None, "vnni": bool(isa and isa.vnni),
+            "bf16": bool(isa and isa.bf16)}
+
+
 def _group_executor(desc: str) -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
     """What the FusionGroup kernel runs a cuDNN group with (see csrc/fusion_group.h);
     imported on first use so CPU-only users never load the cuDNN backend."""
@@ -94,6 +105,7 @@ def _group_executor(desc: str) -> Callable[[list[torch.Tensor]], list[torch.Tens
     return runtime.group_executor(desc)
 
 
+_onednn.warn_if_unavailable()
 _C._set_pipeline(run_pipeline)
 _C._set_group_executor_factory(_group_executor)
 torch.jit.enable_graphfuse = enable_graphfuse  # type: ignore[attr-defined]

@@ -25,7 +25,7 @@ import torch
 
 from . import log, picture
 from .backends.cudnn import simulation as cudnn_simulation
-from .backends.onednn import op_mapping, partition
+from .backends.onednn import library, op_mapping, partition
 from .passes import (
     decompose,
     defer_size_check,
@@ -72,7 +72,7 @@ def fuse_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int,
     (oneDNN on CPU, cuDNN on CUDA), then the blocks nested in it."""
     groups = []
     cudnn_device = cudnn_simulation.device_type()
-    if "cpu" in devices and cudnn_device != "cpu":
+    if "cpu" in devices and cudnn_device != "cpu" and library.available():
         mapped = op_mapping.map_block(block, free_id, facts)
         for node, why in mapped.unmapped.items():
             if node.kind().startswith("aten::"):
@@ -123,7 +123,7 @@ def _run_passes(graph: torch._C.Graph) -> None:
     _logged("rewrite", graph, lambda: groups.extend(
         fuse_block(graph, graph.block(), free_id, facts, report, devices)))
     report.groups = [rewrite.group_kinds(g) for g in groups]
-    rewrite.label(groups)
+    rewrite.label(groups, report.id)
     onednn_groups = [g for g in groups if g.s("backend") == "onednn"]
     _logged("layout_propagation", graph, lambda: layout_propagation.run(onednn_groups))
     _logged("type_guard", graph, lambda: type_guard.run(groups))

@@ -1,4 +1,4 @@
-#include "backend.h"
+#include "graph.h"
 
 #include <algorithm>
 #include <mutex>
@@ -126,6 +126,27 @@ dg::op make_op(const OpDesc& d, const std::unordered_map<size_t, LogicalTensor>&
   return op;
 }
 
+// oneDNN 3.12's int8 convolution patterns, matching a convolution whose
+// source a Dequantize produces, read the producer of its weight without
+// checking that it has one (check_f8_conv_with_no_scale_and_zp): a weight no
+// op of the graph produces crashes get_partitions. Each convolution input no
+// op produces gets a Wildcard with no inputs as its producer, a partition of
+// its own that changes no other. Ids from next_id on (+ base); returns the
+// next free one.
+size_t add_missing_producers(dg::graph& graph, const GraphDesc& desc,
+                             const std::unordered_map<size_t, LogicalTensor>& lts, size_t base,
+                             size_t next_id) {
+  std::set<size_t> produced, wanted;
+  for (const auto& d : desc.ops) produced.insert(d.outputs.begin(), d.outputs.end());
+  for (const auto& d : desc.ops)
+    if (d.kind == dg::op::kind::Convolution || d.kind == dg::op::kind::ConvTranspose)
+      for (auto id : d.inputs)
+        if (!produced.count(id)) wanted.insert(id);
+  for (auto id : wanted)
+    graph.add_op(dg::op(base + next_id++, dg::op::kind::Wildcard, {}, {lts.at(id)}, "producer"));
+  return next_id;
+}
+
 }  // namespace
 
 std::optional<dg::op::kind> op_kind_from_name(const std::string& name) {
@@ -233,7 +254,9 @@ std::vector<PartitionInfo> partition_graph(
   std::unordered_map<size_t, LogicalTensor> lts;
   for (const auto& [id, t] : desc.tensors) lts.emplace(id, to_logical(t, true));
   dg::graph graph(dnnl::engine::kind::cpu);
+  size_t next_id = 0;
   for (const auto& d : desc.ops) {
+    next_id = std::max(next_id, d.id + 1);
     try {
       graph.add_op(make_op(d, lts));
     } catch (const dnnl::error& e) {
@@ -242,12 +265,16 @@ std::vector<PartitionInfo> partition_graph(
       graph.add_op(make_op(wildcard, lts));
     }
   }
+  const size_t first_added = next_id;
+  add_missing_producers(graph, desc, lts, 0, next_id);
   graph.finalize();
   std::vector<PartitionInfo> result;
   for (const auto& p : graph.get_partitions(dg::partition::policy::fusion)) {
     PartitionInfo info;
     info.supported = p.is_supported();
-    info.ops = p.get_ops();
+    for (auto id : p.get_ops())
+      if (id < first_added) info.ops.push_back(id);
+    if (info.ops.empty()) continue;
     for (const auto& lt : p.get_input_ports()) info.inputs.push_back(lt.get_id());
     for (const auto& lt : p.get_output_ports()) info.outputs.push_back(lt.get_id());
     result.push_back(std::move(info));
@@ -257,12 +284,16 @@ std::vector<PartitionInfo> partition_graph(
 
 namespace {
 
-// Ids a group's description uses: tensors, ops and one End op per output.
+// Ids a group's description uses: tensors, ops, one End op per output and
+// at most one producer per op input (add_missing_producers).
 size_t id_span(const GraphDesc& desc) {
-  size_t tensors = 0, ops = 0;
+  size_t tensors = 0, ops = 0, inputs = 0;
   for (const auto& [id, t] : desc.tensors) tensors = std::max(tensors, id + 1);
-  for (const auto& d : desc.ops) ops = std::max(ops, d.id + 1);
-  return std::max(tensors, ops + desc.outputs.size());
+  for (const auto& d : desc.ops) {
+    ops = std::max(ops, d.id + 1);
+    inputs += d.inputs.size();
+  }
+  return std::max(tensors, ops + desc.outputs.size() + inputs);
 }
 
 // Adds a group's ops, ids shifted by base, and an End op per output: every
@@ -277,6 +308,7 @@ void add_group(dg::graph& graph, const GraphDesc& desc,
   }
   for (auto id : desc.outputs)
     graph.add_op(dg::op(base + next_id++, dg::op::kind::End, {lts.at(id)}, {}, "end"));
+  add_missing_producers(graph, desc, lts, base, next_id);
 }
 
 // The one partition among `partitions` that is exactly the group (ids
@@ -359,6 +391,33 @@ std::optional<Prepared> take_prepared(int64_t ticket) {
   return p;
 }
 
+namespace {
+
+// The group's partition in a graph of the group alone, its tensors `lts`.
+std::optional<dg::partition> find_partition(const GraphDesc& desc,
+                                            const std::unordered_map<size_t, LogicalTensor>& lts,
+                                            std::string& why) {
+  dg::graph graph(dnnl::engine::kind::cpu);
+  std::vector<dg::partition> partitions;
+  try {
+    add_group(graph, desc, lts, 0);
+    graph.finalize();
+    partitions = graph.get_partitions(dg::partition::policy::fusion);
+  } catch (const dnnl::error& e) {
+    why = std::string("oneDNN refused the graph: ") + e.what();
+    return std::nullopt;
+  }
+  return group_partition(partitions, desc, 0, why);
+}
+
+}  // namespace
+
+std::optional<Prepared> find_generic_partition(const GraphDesc& desc, std::string& why) {
+  auto chosen = find_partition(desc, group_tensors(desc, false, 0), why);
+  if (!chosen) return std::nullopt;
+  return Prepared{std::move(*chosen), 0};
+}
+
 std::optional<Compiled> compile_partition(const GraphDesc& desc,
                                           const std::vector<LogicalTensor>& inputs,
                                           const std::vector<LogicalTensor>& outputs,
@@ -369,22 +428,11 @@ std::optional<Compiled> compile_partition(const GraphDesc& desc,
   ports.insert(ports.end(), outputs.begin(), outputs.end());
   auto lts = group_tensors(desc, profiled, base, ports);
   std::optional<dg::partition> chosen;
-  if (prepared) {
+  if (prepared)
     chosen = prepared->partition;
-  } else {
-    dg::graph graph(dnnl::engine::kind::cpu);
-    std::vector<dg::partition> partitions;
-    try {
-      add_group(graph, desc, lts, 0);
-      graph.finalize();
-      partitions = graph.get_partitions(dg::partition::policy::fusion);
-    } catch (const dnnl::error& e) {
-      why = std::string("oneDNN refused the graph: ") + e.what();
-      return std::nullopt;
-    }
-    chosen = group_partition(partitions, desc, 0, why);
-    if (!chosen) return std::nullopt;
-  }
+  else
+    chosen = find_partition(desc, lts, why);
+  if (!chosen) return std::nullopt;
 
   std::vector<LogicalTensor> in_lts, out_lts;
   for (auto id : desc.inputs) in_lts.push_back(lts.at(id));

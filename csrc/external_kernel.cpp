@@ -1,0 +1,110 @@
+#include "external_kernel.h"
+
+#include <ATen/record_function.h>
+#include <torch/csrc/jit/jit_log.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "group.h"
+#include "kernel_stats.h"
+
+namespace graphfuse {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Stack;
+
+GroupExecutorFactory& executor_factory() {
+  static GroupExecutorFactory factory;
+  return factory;
+}
+
+// A fusion group of a backend whose compile/execute live outside C++
+// (cuDNN: backends/cudnn/runtime.py). Its executor is made once, from the
+// group's description, and given the inputs per run; its outputs are laid over
+// the node's profiled sizes, strides and dtypes (the description may view a
+// port differently: a linear's batch dims flattened into matmul rows). Any failure
+// runs the unfused subgraph, with one warning.
+class ExternalKernel : public GroupBase {
+ public:
+  explicit ExternalKernel(const Node* node)
+      : GroupBase(node, true), desc_(node->s(attr::desc)),
+        n_inputs_(node->inputs().size() - finite_flags_) {
+    const auto& types = node->tys(attr::output_types);
+    TORCH_CHECK(types.size() == node->outputs().size(),
+                "graphfuse::FusionGroup: one output type per output");
+    for (const auto& out : types) {
+      const auto type = out->cast<c10::TensorType>();
+      auto sizes = type ? type->sizes().concrete_sizes() : std::nullopt;
+      auto strides = type ? type->strides().concrete_sizes() : std::nullopt;
+      TORCH_CHECK(sizes && strides, "graphfuse::FusionGroup: an external backend's output ",
+                  "has no profiled sizes and strides");
+      TORCH_CHECK(type->scalarType(), "graphfuse::FusionGroup: an external backend's output ",
+                  "has no profiled dtype");
+      out_sizes_.push_back(*sizes);
+      out_strides_.push_back(*strides);
+      out_dtypes_.push_back(*type->scalarType());
+    }
+  }
+
+  void run(Stack& stack) {
+    RECORD_FUNCTION(name_, c10::ArrayRef<const c10::IValue>{});
+    if (!admitted(stack, n_inputs_)) return;
+    std::vector<at::Tensor> outputs;
+    try {
+      std::call_once(made_, [&] {
+        TORCH_CHECK(executor_factory(), "no executor is registered for this backend");
+        executor_ = executor_factory()(desc_);
+      });
+      TORCH_CHECK(executor_, "the group's executor could not be made");
+      std::vector<at::Tensor> inputs;
+      inputs.reserve(n_inputs_);
+      for (auto& iv : torch::jit::last(stack, n_inputs_)) inputs.push_back(iv.toTensor());
+      outputs = executor_(inputs);
+      TORCH_CHECK(outputs.size() == out_sizes_.size(), "the executor returned ", outputs.size(),
+                  " outputs for ", out_sizes_.size());
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        if (outputs[i].sizes() != c10::IntArrayRef(out_sizes_[i]) ||
+            outputs[i].strides() != c10::IntArrayRef(out_strides_[i]))
+          outputs[i] = outputs[i].as_strided(out_sizes_[i], out_strides_[i],
+                                             outputs[i].storage_offset());
+        // A backend may compute an output wider than eager's (cuDNN writes
+        // reductions in float): rounded once, as eager rounds its result.
+        if (outputs[i].scalar_type() != out_dtypes_[i])
+          outputs[i] = outputs[i].to(out_dtypes_[i]);
+      }
+    } catch (const std::exception& e) {
+      GRAPH_DEBUG(name_, ": running unfused: ", e.what());
+      if (!warned_.exchange(true))
+        TORCH_WARN("torch_graphfuse: a fusion group runs unfused: ", e.what());
+      ++counters().fallbacks;
+      return run_fallback(stack);
+    }
+    torch::jit::drop(stack, n_inputs_);
+    ++counters().fused_runs;
+    for (auto& t : outputs) stack.emplace_back(std::move(t));
+  }
+
+ private:
+  const std::string desc_;
+  const size_t n_inputs_;
+  std::vector<std::vector<int64_t>> out_sizes_, out_strides_;
+  std::vector<c10::ScalarType> out_dtypes_;
+  std::once_flag made_;
+  GroupExecutor executor_;
+  std::atomic<bool> warned_{false};
+};
+
+}  // namespace
+
+void set_group_executor_factory(GroupExecutorFactory factory) {
+  executor_factory() = std::move(factory);
+}
+
+torch::jit::Operation external_group(const Node* node) {
+  auto kernel = std::make_shared<ExternalKernel>(node);
+  return [kernel](Stack& stack) { kernel->run(stack); };
+}
+
+}  // namespace graphfuse

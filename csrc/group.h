@@ -1,0 +1,68 @@
+// What every fusion group's kernel shares, whatever its backend: the
+// graphfuse::FusionGroup node's attributes, the finite flags and type guard
+// checked before running fused, and the unfused subgraph run otherwise.
+#pragma once
+
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace graphfuse {
+
+// The node's attributes (written by torch_graphfuse/passes).
+namespace attr {
+inline const auto desc = c10::Symbol::attr("desc");
+inline const auto subgraph = c10::Symbol::attr("Subgraph");
+inline const auto types = c10::Symbol::attr("types");
+inline const auto guarded = c10::Symbol::attr("guarded");
+inline const auto any_layout = c10::Symbol::attr("any_layout");
+inline const auto prepared = c10::Symbol::attr("prepared");
+inline const auto free_layout = c10::Symbol::attr("free_layout");
+inline const auto finite_inputs = c10::Symbol::attr("finite_inputs");
+inline const auto label = c10::Symbol::attr("label");
+inline const auto backend = c10::Symbol::attr("backend");
+inline const auto output_types = c10::Symbol::attr("output_types");
+inline const auto report = c10::Symbol::attr("report");
+}  // namespace attr
+
+class GroupBase {
+ public:
+  // exact_strides: the backend reads inputs with the profiled strides only.
+  GroupBase(const torch::jit::Node* node, bool exact_strides);
+
+ protected:
+  // Pops the finite flags and checks the guard over the `n` inputs; when
+  // either fails, runs the unfused subgraph and returns false.
+  bool admitted(torch::jit::Stack& stack, size_t n);
+  void run_fallback(torch::jit::Stack& stack);
+
+  const std::shared_ptr<torch::jit::Graph> subgraph_;
+  const std::string name_;
+  const int64_t report_;  // the pipeline run's report the group belongs to (-1: none)
+  size_t finite_flags_ = 0;  // last inputs: whether each input assumed finite is
+
+ private:
+  const bool exact_strides_;
+  std::vector<int64_t> guarded_;           // the inputs the guard checks (not the constants)
+  std::vector<c10::TypePtr> guard_types_;  // what each guarded input must match
+  std::once_flag fallback_once_;
+  std::unique_ptr<torch::jit::Code> fallback_;
+};
+
+inline size_t us_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                               start)
+      .count();
+}
+
+// The kernel of each backend, as the operation of its fusion group's node.
+torch::jit::Operation onednn_group(const torch::jit::Node* node);
+torch::jit::Operation external_group(const torch::jit::Node* node);
+
+}  // namespace graphfuse

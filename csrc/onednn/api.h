@@ -1,0 +1,24 @@
+// Access to the oneDNN that torch carries (see api.cpp for why and how).
+#pragma once
+
+#include <string>
+
+namespace graphfuse::onednn {
+
+struct Availability {
+  bool ok = false;
+  std::string version;    // "3.12.0", or empty when unknown
+  std::string hash;       // oneDNN's git hash
+  std::string library;    // the path of the library the functions came from
+  std::string problem;    // why oneDNN cannot be used (ok == false)
+  int resolved = 0;       // C API functions found
+  int listed = 0;         // C API functions the headers declare
+  double resolve_ms = 0;  // time spent finding them
+};
+
+// Resolves the C API once, on the first call (the module's import). Every
+// oneDNN call of the plugin must wait for ok == true; before that, and where
+// a function is missing, a call returns dnnl_unimplemented (or 0).
+const Availability& availability();
+
+}  // namespace graphfuse::onednn
