@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import warnings
 
-import pytest
 import torch
 from torch import nn
 
@@ -65,13 +64,15 @@ def test_input_layout_other_than_profiled_runs_unfused() -> None:
     module, _, _ = runner.fused(model, [torch.randn(1, 3, 16, 16)])
     layouts = (torch.randn(1, 3, 16, 16).transpose(2, 3),
                torch.randn(1, 3, 16, 16).to(memory_format=torch.channels_last))
-    with pytest.warns(UserWarning, match="laid out otherwise than in the profiling runs"):
-        for x in layouts:
-            with torch.no_grad():
-                out, ref = run(module, x), model(x)
-            torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
-            assert out.stride() == ref.stride()
+    for x in layouts:
+        with torch.no_grad():
+            out, ref = run(module, x), model(x)
+        torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+        assert out.stride() == ref.stride()
     assert torch_graphfuse.kernel_stats()["fallbacks"] == len(layouts)
+    assert torch_graphfuse.kernel_stats()["unfused_specs"] == len(layouts)
+    (group, why), = torch_graphfuse.last_report().unfused_specs()
+    assert "laid out otherwise than in the profiling runs" in why
 
 
 def test_cached_spec_is_reused() -> None:
@@ -105,17 +106,22 @@ def test_new_rank_takes_the_unfused_branch() -> None:
     assert torch_graphfuse.kernel_stats()["fused_runs"] == before
 
 
-def test_spec_onednn_cannot_take_runs_unfused_with_one_warning() -> None:
+def test_spec_onednn_cannot_take_runs_unfused_with_a_report_entry() -> None:
+    # No warning (a CPU whose oneDNN kernels cannot run a dtype would warn for
+    # every group): a log line, a count and one report entry per group.
     model = ConvRelu().eval()
     module, _, _ = runner.fused(model, [torch.randn(2, 3, 16, 16)])
     empty = torch.randn(0, 3, 16, 16)
-    with pytest.warns(UserWarning, match="runs unfused"):
-        out = run(module, empty)
-    assert out.shape == (0, 8, 16, 16)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        run(module, empty)  # the same spec again: no second warning
-    assert torch_graphfuse.kernel_stats()["fallbacks"] == 2
+        out = run(module, empty)
+        run(module, empty)  # the same spec again: compiled once
+    assert out.shape == (0, 8, 16, 16)
+    stats = torch_graphfuse.kernel_stats()
+    assert stats["fallbacks"] == 2 and stats["unfused_specs"] == 1
+    (group, why), = torch_graphfuse.last_report().unfused_specs()
+    assert group.startswith("graphfuse::FusionGroup_1 [") and "cannot be bound" in why
+    assert "groups that ran an input spec unfused" in str(torch_graphfuse.last_report())
     x = torch.randn(2, 3, 16, 16)
     with torch.no_grad():
         torch.testing.assert_close(run(module, x), model(x))

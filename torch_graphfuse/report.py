@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +42,14 @@ class Unfused:
     region: int | None = None  # index in FusionReport.rejected of the region oneDNN offered
 
 
+_ids = itertools.count()
+
+
 @dataclass
 class FusionReport:
+    # Numbers the pipeline run: each group carries it (its `report` attribute), so the
+    # kernel files the input specs a group runs unfused under this report.
+    id: int = field(default_factory=lambda: next(_ids))
     groups: list[list[str]] = field(default_factory=list)  # aten kinds of each group
     unmapped: list[tuple[str, str]] = field(default_factory=list)  # (kind, why not mapped)
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (region, why not fused)
@@ -58,6 +65,14 @@ class FusionReport:
         unfused = Unfused(f"offered by oneDNN, left unfused: {why}", len(self.rejected))
         self.rejected.append((region, why))
         self.unfused.update((op_key(n), unfused) for n in nodes)
+
+    def unfused_specs(self) -> list[tuple[str, str]]:
+        """(group label, why) for each group that met an input spec it runs unfused: one
+        oneDNN cannot compile on this CPU (bf16 without bf16 instructions), or one whose
+        layout differs from the profiling runs. Filled in as the model runs."""
+        from . import _C
+
+        return [tuple(u) for u in _C._unfused_specs(self.id)]
 
     def picture(self, path: str | Path) -> Path:
         """Draw the optimized graph into `path` (.svg, .png, .pdf, .dot or .txt) and
@@ -83,6 +98,10 @@ class FusionReport:
             lines.append("regions oneDNN offered, left unfused:")
             lines += [f"  [{region}]{f' x{n}' if n > 1 else ''}: {why}"
                       for (region, why), n in Counter(self.rejected).items()]
+        unfused = self.unfused_specs()
+        if unfused:
+            lines.append("groups that ran an input spec unfused:")
+            lines += [f"  {group}: {why}" for group, why in unfused]
         return "\n".join(lines)
 
 

@@ -51,13 +51,15 @@ def group_kinds(group: torch._C.Node) -> list[str]:
     return sorted(n.kind() for n in group.g("Subgraph").nodes() if n.kind() != "prim::Constant")
 
 
-def label(groups: list[torch._C.Node]) -> None:
+def label(groups: list[torch._C.Node], report: int) -> None:
     """The name each group has in the profiler and the kernel's log, numbered
-    as the report numbers them: "graphfuse::FusionGroup_3 [linear, gelu]"."""
+    as the report numbers them: "graphfuse::FusionGroup_3 [linear, gelu]"; and
+    the report's id, under which the kernel files the specs it runs unfused."""
     for i, group in enumerate(groups, 1):
         ops = ", ".join(n.kind().split("::")[-1] for n in group.g("Subgraph").nodes()
                         if n.kind() != "prim::Constant")
         group.s_("label", f"{FUSION_GROUP}_{i} [{ops}]")
+        group.i_("report", report)
 
 
 def _read_values(node: torch._C.Node) -> list[torch._C.Value]:
