@@ -157,3 +157,26 @@ def test_residual_read_by_a_later_op_is_not_overwritten() -> None:
 
 def test_residual_with_a_live_view_is_not_overwritten() -> None:
     assert _inplace_outputs(ResidualViewed().eval(), torch.randn(4, 8, 32)) == 0
+
+
+class ReadTwice(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = torch.randn(3, 1, 1, 7)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x + self.c) / x
+
+
+def test_input_read_by_two_ops_is_not_overwritten_in_place() -> None:
+    # Found by the fuzzer: a strided input is bound as a fresh contiguous copy,
+    # which nothing else holds; oneDNN pairs it with the result in place, and
+    # the division then read the sum written over it (every element gave 1).
+    model = ReadTwice().eval()
+    x = torch.randn(3, 1, 2, 14)[..., ::2]
+    module, _, graph = runner.fused(model, [x])
+    assert len(runner.fusion_groups(graph)) == 1
+    torch_graphfuse.reset_kernel_stats()
+    with torch.no_grad(), torch_graphfuse.fuser():
+        torch.testing.assert_close(module(x), model(x))
+    assert torch_graphfuse.kernel_stats()["inplace_outputs"] == 0

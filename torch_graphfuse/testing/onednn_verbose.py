@@ -1,0 +1,40 @@
+"""oneDNN's verbose output (ONEDNN_VERBOSE=1), read back: which primitives ran, with
+which implementation. oneDNN 3.x writes
+
+    onednn_verbose,[<timestamp>,]v1,primitive,exec,cpu,<kind>,<implementation>,...
+    onednn_verbose,[<timestamp>,]v1,graph,exec,cpu,<partition id>,<partition kind>,...
+
+A primitive run by oneDNN's reference implementation names it `ref:any` (or another
+`ref` one): orders of magnitude slower than ATen, never acceptable inside a fused group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Execution:
+    kind: str  # "convolution", "reorder", ...
+    implementation: str  # "brg_conv_fwd:avx512_core", "ref:any", ...
+    line: str
+
+    @property
+    def reference(self) -> bool:
+        return self.implementation.startswith("ref")
+
+
+def primitive_executions(output: str) -> list[Execution]:
+    """The primitive executions among verbose lines, in order."""
+    found = []
+    for line in output.splitlines():
+        if not line.startswith("onednn_verbose,"):
+            continue
+        fields = line.split(",")
+        try:
+            at = fields.index("primitive")
+        except ValueError:
+            continue
+        if fields[at + 1: at + 3] == ["exec", "cpu"] and len(fields) > at + 4:
+            found.append(Execution(fields[at + 3], fields[at + 4], line))
+    return found
