@@ -135,3 +135,32 @@ def test_mixed_dtype_add_casts_explicitly() -> None:
     # cast into a binary op): linear and add + relu fuse apart.
     graph = check(MixedPrecisionResidual(), [torch.randn(4, 8)], "bf16", left=[])
     assert group_kinds(graph) == [["aten::add", "aten::relu"], ["aten::linear"]]
+
+
+WIDTH_CHAINS: dict[str, Callable[..., torch.Tensor]] = {
+    # Found by the fuzzer: wrong values (off by up to 7) for the first three.
+    "scalar_then_width": lambda x, full, width: x * 0.5 + width,
+    "scalar_relu_width": lambda x, full, width: torch.relu(x * 0.5) + width,
+    "sub_then_width": lambda x, full, width: (x - 0.5) * width,
+    # oneDNN 3.12 crashed (segmentation fault) on this one.
+    "full_then_width": lambda x, full, width: x + full + width,
+}
+
+
+class WidthChain(nn.Module):
+    def __init__(self, chain: Callable[..., torch.Tensor]) -> None:
+        super().__init__()
+        self.chain = chain
+        self.full = torch.randn(2, 4, 3, 5)
+        self.width = torch.randn(1, 1, 1, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.chain(x, self.full, self.width)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("chain", sorted(WIDTH_CHAINS))
+def test_binary_chain_with_a_width_operand_on_channels_last_stays_with_aten(
+        dtype: str, chain: str) -> None:
+    x = torch.randn(2, 4, 3, 5).contiguous(memory_format=torch.channels_last)
+    check(WidthChain(WIDTH_CHAINS[chain]), [x], dtype, groups=0, left=None)

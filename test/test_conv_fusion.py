@@ -14,6 +14,7 @@ from fusion_check import (
     eager,
     fuse,
     group_kinds,
+    run,
     unfused,
 )
 from torch import nn
@@ -287,3 +288,22 @@ def test_channels_last_strides_handed_to_unfused_op(dtype: str) -> None:
     # erf keeps its input's memory format: the group handed back NHWC strides.
     assert ref.is_contiguous(memory_format=torch.channels_last)
     assert out.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_single_channel_conv_strided_to_width_one_stays_with_aten(dtype: str) -> None:
+    # oneDNN 3.12 computes this convolution wrongly (off by up to 2.5): one
+    # input channel, a (2, 3) kernel, width stride 2, an output width of 1.
+    model = Conv(cin=1, cout=4, kernel=(2, 3), stride=(1, 2), padding=(1, 0))
+    check(model, [torch.randn(2, 1, 5, 3)], dtype, groups=0, left=None)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_single_channel_conv_pinned_where_a_width_could_reach_one(dtype: str) -> None:
+    # Profiled at width 9 (output width 4) it fuses, pinned to those sizes: at
+    # width 3 the group runs unfused and the result is eager's.
+    model = Conv(cin=1, cout=4, kernel=(2, 3), stride=(1, 2), padding=(1, 0))
+    module, _, graph = fuse(model, [torch.randn(2, 1, 5, 9)], dtype)
+    assert len(runner.fusion_groups(graph)) == 1
+    narrow = [torch.randn(2, 1, 5, 3)]
+    assert_matches(run(module, narrow, dtype), eager(model, narrow, dtype), dtype)

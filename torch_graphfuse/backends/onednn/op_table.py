@@ -330,6 +330,9 @@ def _conv(lo: Lowering, stride: int, padding: int, dilation: int, groups: int,
         # Found by the fuzzer: v3.2's bf16 kernel for it returns garbage on
         # channels-last inputs of small spatial sizes.
         raise Unsupported("bf16 depthwise convolution with a channel multiplier")
+    if _single_channel_width_one(lo, values, groups_n):
+        raise Unsupported("a single-channel convolution strided to an output width of 1 "
+                          "(oneDNN 3.12 computes it wrongly)")
     if not lo.finite(1):
         # Eager multiplies the padding's zeros by the weight (NaN where it is
         # NaN or infinite); oneDNN skips those taps.
@@ -340,6 +343,23 @@ def _conv(lo: Lowering, stride: int, padding: int, dilation: int, groups: int,
     lo.emit("Convolution", inputs, [lo.output()], strides=values["strides"],
             pads_begin=values["pads"], pads_end=values["pads"], dilations=values["dilations"],
             groups=lo.const(groups), data_format="NCX", weights_format="OIX")
+
+
+def _single_channel_width_one(lo: Lowering, values: dict[str, list[int]], groups: int) -> bool:
+    """oneDNN 3.12's convolution is wrong for one input channel (no groups), a
+    2-d/3-d kernel of more than one tap along the width and along a dim of stride 1,
+    a width stride above 1, and an output width of 1 (a sweep of 7,776 2-d shapes:
+    each of its 191 wrong results, off by up to 2.5, and nothing else; 3-d alike,
+    1-d not). The output width depends on the input's: the group is pinned to its
+    profiled sizes, and refused where they are the case."""
+    sizes, kernel = lo.sizes(0), lo.sizes(1)[2:]
+    strides, dilations, pads = values["strides"], values["dilations"], values["pads"]
+    if (len(sizes) < 4 or sizes[1] != 1 or groups != 1 or strides[-1] == 1 or kernel[-1] == 1
+            or not any(k > 1 and s == 1 for k, s in zip(kernel[:-1], strides[:-1], strict=True))):
+        return False
+    lo.pin_shapes()
+    width = sizes[-1] + 2 * pads[-1] - dilations[-1] * (kernel[-1] - 1) - 1
+    return width // strides[-1] + 1 == 1
 
 
 @lowering("aten::_convolution", "aten::convolution", worth_alone=True)

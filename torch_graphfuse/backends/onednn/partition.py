@@ -23,6 +23,7 @@ of a block. A supported partition becomes a fusion group when
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import torch
@@ -31,6 +32,7 @@ from ... import _C, log
 from ...passes.graph_utils import VIEW_KINDS
 from ...report import FusionReport
 from .. import Partition, describe
+from . import library
 from .graph_desc import BackendGraph, BackendOp
 from .op_mapping import MappedBlock
 from .op_table import LOWERINGS
@@ -161,6 +163,47 @@ def _residual_of_another_int_type(ops: list[BackendOp], backend: BackendGraph) -
         for op in ops if op.kind in _BINARY_OPS for t in op.inputs)
 
 
+def _binary_head_with_width_operand(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether a binary op heads the partition (oneDNN runs it as the binary
+    primitive) with an operand of one element or of the result's shape, and a later
+    binary op of the partition takes an operand of rank >= 4 that varies along the
+    last dim only: on channels-last data oneDNN 3.12's binary kernel indexes that
+    operand wrongly (`x * 0.5 + b`, b of shape (1, 1, 1, W): off by up to 7), or
+    crashes (`x + a + b`, a of x's shape). A sweep of every broadcast of both
+    operands over 4-d and 5-d results found nothing else."""
+    produced = {t for op in ops for t in op.outputs}
+
+    def sizes(t: int) -> list[int]:
+        return backend.tensors[t].sizes or []
+
+    def width_only(t: int) -> bool:
+        s = sizes(t)
+        return len(s) >= 4 and s[-1] > 1 and all(d == 1 for d in s[:-1])
+
+    heads = [op for op in ops if op.kind in _BINARY_OPS
+             and not any(t in produced for t in op.inputs)
+             and any(math.prod(sizes(t)) == 1 or sizes(t) == sizes(op.outputs[0])
+                     for t in op.inputs)]
+    if not heads:
+        return False
+    return any(op.kind in _BINARY_OPS and any(t in produced for t in op.inputs)
+               and any(t not in produced and width_only(t) for t in op.inputs) for op in ops)
+
+
+def _int8_products_saturate(ops: list[BackendOp]) -> bool:
+    """Whether a convolution or matmul multiplies two int8 tensors on a CPU without
+    VNNI: oneDNN then multiplies u8 x s8 pairs with vpmaddubsw, which saturates each
+    pair's sum in int16 (its s8 data is shifted to u8 first), and 255 x 127 x 2 is
+    twice what int16 holds. Results up to 17 quantization steps off were measured
+    under emulated AVX2 and AVX-512 without VNNI."""
+    isa = library.isa()
+    if isa is None or isa.vnni:
+        return False
+    dequantized = {t for op in ops if op.kind == "Dequantize" for t in op.outputs}
+    return any(op.kind in ("Convolution", "MatMul") and op.inputs[0] in dequantized
+               and op.inputs[1] in dequantized for op in ops)
+
+
 def _flattened_matmul_broadcast(ops: list[BackendOp], backend: BackendGraph) -> str | None:
     """"refuse" when a binary operand broadcasts wrongly after a linear-like
     matmul at the profiled sizes, "pin" when it could at other sizes, else None."""
@@ -240,6 +283,14 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
         if _residual_of_another_int_type(ops, backend):
             _reject(nodes, "a dequantized residual of another integer type than the result "
                            "(oneDNN v3.2 reads it as the result's type)")
+            continue
+        if _binary_head_with_width_operand(ops, backend):
+            _reject(nodes, "a binary op's chain with an operand that varies along the last "
+                           "dim only (oneDNN 3.12 indexes it wrongly on channels-last data)")
+            continue
+        if _int8_products_saturate(ops):
+            _reject(nodes, f"int8 products on a CPU without VNNI ({library.isa().name}): oneDNN "
+                           "sums their pairs in int16, which saturates")
             continue
         if _pool_with_full_operand(ops, backend):
             _reject(nodes, "a pool's result combined with a tensor that is not per channel")
