@@ -291,11 +291,18 @@ def test_channels_last_strides_handed_to_unfused_op(dtype: str) -> None:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_single_channel_conv_strided_to_width_one_stays_with_aten(dtype: str) -> None:
+def test_single_channel_conv_to_width_one_stays_with_aten(dtype: str) -> None:
     # oneDNN 3.12 computes this convolution wrongly (off by up to 2.5): one
-    # input channel, a (2, 3) kernel, width stride 2, an output width of 1.
+    # input channel, a (2, 3) kernel, an output width of 1.
     model = Conv(cin=1, cout=4, kernel=(2, 3), stride=(1, 2), padding=(1, 0))
     check(model, [torch.randn(2, 1, 5, 3)], dtype, groups=0, left=None)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_single_channel_conv3d_to_width_one_stays_with_aten(dtype: str) -> None:
+    # Found by the fuzzer (bf16): stride 1 along the width, output width 1.
+    model = nn.Conv3d(1, 2, (5, 1, 2), (2, 2, 1), (4, 0, 0), (2, 2, 1), bias=True)
+    check(model, [torch.randn(3, 1, 1, 5, 2)], dtype, groups=0, left=None)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
