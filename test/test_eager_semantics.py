@@ -292,13 +292,13 @@ class GeluMinusOne(nn.Module):
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_gelu_of_infinity_gives_eager_nan(dtype: str) -> None:
-    # Found by the fuzzer's suite slice (bf16): ATen's gelu(+-inf) is NaN,
-    # oneDNN v3.2's GELU gave +inf; gelu now maps on proven-finite inputs only.
+def test_gelu_of_infinity_gives_eagers_result(dtype: str) -> None:
+    # Found by the fuzzer's suite slice (bf16): ATen's gelu(+-inf) is NaN in its
+    # AVX-512 kernel (and +inf in its AVX2 one, or on a single element), oneDNN's
+    # GELU gives +inf or NaN by kernel: gelu maps on proven-finite inputs only,
+    # and the result is whatever eager gives on this CPU.
     x = torch.randn(2, 4, 3)
     module, _, _ = fuse(GeluMinusOne(), [x], dtype)
     y = x.clone()
     y[0, 2, 0], y[1, 1, 2] = float("inf"), float("-inf")
-    out = run(module, [y], dtype)
-    assert_matches(out, eager(GeluMinusOne(), [y], dtype), dtype)
-    assert out.isnan().sum().item() == 2
+    assert_matches(run(module, [y], dtype), eager(GeluMinusOne(), [y], dtype), dtype)

@@ -271,6 +271,11 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
                        key=order.__getitem__)
         if not nodes or any(op.kind in ("Wildcard", "End") for op in ops):
             continue
+        if not (library.isa() and library.isa().bf16) and any(
+                backend.tensors[t].dtype == "bf16" for t in (*in_ids, *out_ids)):
+            _reject(nodes, f"bf16 on a CPU without bf16 instructions ({library.isa().name}): "
+                           "oneDNN has no bf16 kernels for it")
+            continue
         if not supported:
             _reject(nodes, "oneDNN does not support this partition")
             continue
