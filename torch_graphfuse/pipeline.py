@@ -4,7 +4,7 @@ profiled graph while fusion is enabled:
     mutation_removal -> reference_quantization -> quantized_weights -> split_dequantize
       -> decompose
       -> prepare_binary -> defer_size_check
-      -> finiteness -> op_mapping -> partition -> rewrite -> layout_propagation
+      -> finiteness -> integer_data -> op_mapping -> partition -> rewrite -> layout_propagation
       -> type_guard -> prepare_partitions -> finite_guard
 
 op_mapping and partition are the backend's: backends/onednn for CPU tensors,
@@ -31,6 +31,7 @@ from .passes import (
     defer_size_check,
     finite_guard,
     finiteness,
+    integer_data,
     layout_propagation,
     mutation_removal,
     prepare_binary,
@@ -66,14 +67,14 @@ def _device_types(block: torch._C.Block) -> set[str]:
 
 
 def fuse_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int,
-               facts: finiteness.Facts, report: FusionReport,
+               facts: finiteness.Facts, integers: frozenset[int], report: FusionReport,
                devices: set[str]) -> list[torch._C.Node]:
     """Partition and rewrite one block for each backend whose device it uses
     (oneDNN on CPU, cuDNN on CUDA), then the blocks nested in it."""
     groups = []
     cudnn_device = cudnn_simulation.device_type()
     if "cpu" in devices and cudnn_device != "cpu" and library.available():
-        mapped = op_mapping.map_block(block, free_id, facts)
+        mapped = op_mapping.map_block(block, free_id, facts, integers)
         for node, why in mapped.unmapped.items():
             if node.kind().startswith("aten::"):
                 report.add_unmapped(node, why)
@@ -84,7 +85,7 @@ def fuse_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int,
         groups += rewrite.rewrite(graph, block, parts, report)
     for node in list(block.nodes()):
         for inner in node.blocks():
-            groups += fuse_block(graph, inner, free_id, facts, report, devices)
+            groups += fuse_block(graph, inner, free_id, facts, integers, report, devices)
     return groups
 
 
@@ -119,9 +120,10 @@ def _run_passes(graph: torch._C.Graph) -> None:
     report = FusionReport()
     free_id = op_mapping.first_free_id(graph)
     facts = finiteness.analyze(graph)
+    integers = integer_data.analyze(graph)
     devices = _device_types(graph.block())
     _logged("rewrite", graph, lambda: groups.extend(
-        fuse_block(graph, graph.block(), free_id, facts, report, devices)))
+        fuse_block(graph, graph.block(), free_id, facts, integers, report, devices)))
     report.groups = [rewrite.group_kinds(g) for g in groups]
     rewrite.label(groups, report.id)
     onednn_groups = [g for g in groups if g.s("backend") == "onednn"]

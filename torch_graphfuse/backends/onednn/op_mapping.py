@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ... import log
-from ...passes import finiteness
+from ...passes import finiteness, integer_data
 from ...passes.finiteness import Facts
 from .graph_desc import BackendGraph
 from .op_table import LOWERINGS, NOT_MAPPED, Lowering, Unsupported, tensor_spec
@@ -81,7 +81,13 @@ def _list_taken_in(node: torch._C.Node) -> bool:
     return entry is not None and entry.list_input == use.offset
 
 
-def map_block(block: torch._C.Block, free_id: int, facts: Facts) -> MappedBlock:
+# Why a node computing integer data stays with ATen (passes/integer_data.py).
+INTEGER_DATA = ("computes from integer data (positions, distances), whose exact value a later "
+                "cast or comparison reads: oneDNN rounds otherwise than ATen")
+
+
+def map_block(block: torch._C.Block, free_id: int, facts: Facts,
+              integer_data: frozenset[int] = frozenset()) -> MappedBlock:
     mapped = MappedBlock(block, BackendGraph(free_id), list(block.nodes()))
     backend = mapped.backend
 
@@ -105,6 +111,8 @@ def map_block(block: torch._C.Block, free_id: int, facts: Facts) -> MappedBlock:
         elif entry is None or list(node.blocks()):
             mapped.unmapped[node] = (NOT_MAPPED.get(node.kind(), "no mapping") if entry is None
                                      else "has blocks")
+        elif any(v.unique() in integer_data for v in node.outputs()):
+            mapped.unmapped[node] = INTEGER_DATA
         else:
             start = len(backend.ops)
             lowering = Lowering(backend, node, facts, entry.quantized)
@@ -138,4 +146,5 @@ def map_block(block: torch._C.Block, free_id: int, facts: Facts) -> MappedBlock:
 
 
 def map_graph(graph: torch._C.Graph) -> MappedBlock:
-    return map_block(graph.block(), first_free_id(graph), finiteness.analyze(graph))
+    return map_block(graph.block(), first_free_id(graph), finiteness.analyze(graph),
+                     integer_data.analyze(graph))

@@ -171,12 +171,19 @@ class Entry:
 LOWERINGS: dict[str, Entry] = {}
 
 # Ops left with ATen on purpose, and why (the fusion report gives the reason).
-NOT_MAPPED: dict[str, str] = dict.fromkeys(
-    ["aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"],
-    # Measured on a BERT-base layer, batch 8, fp32: 242 ms with oneDNN's
-    # attention partition, 77 ms with its matmuls fused and ATen's softmax.
-    "oneDNN v3.2 loses the NaN of a row holding NaN or +inf, and the one partition it joins, "
-    "fused attention (matmul, softmax, matmul), runs 3x slower than its parts")
+NOT_MAPPED: dict[str, str] = {
+    **dict.fromkeys(
+        ["aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"],
+        # oneDNN 3.12 gives NaN at the NaN or +inf of a row and 0 (log_softmax: -inf)
+        # elsewhere in it; eager makes the whole row NaN.
+        "oneDNN's softmax keeps a row holding NaN or +inf finite where it is not"),
+    **dict.fromkeys(
+        ["aten::softplus", "aten::mish"],
+        # Measured on oneDNN 3.12: softplus(-10, beta=2) = -9.5e-7 against ATen's
+        # 1.0e-9, so softplus(x) / softplus(x) was NaN; beta * x overflows past 1.7e38.
+        "oneDNN's SoftPlus (and Mish, built on it) is 1e-6 off in absolute terms: 0 or "
+        "negative where ATen's result is tiny and positive"),
+}
 
 # Why oneDNN v3.2's op for an aten op is right on finite inputs only.
 CLAMP_LOSES_NAN = "oneDNN v3.2's clamp returns a bound for NaN"
@@ -208,7 +215,6 @@ UNARY: dict[str, tuple[str, dict[str, Any]]] = {
     "aten::abs": ("Abs", {}),
     "aten::square": ("Square", {}),
     "aten::hardswish": ("HardSwish", {}),
-    "aten::mish": ("Mish", {}),
     "aten::reciprocal": ("Reciprocal", {}),
     "aten::round": ("Round", {}),
 }
@@ -415,12 +421,17 @@ def batch_norm(lo: Lowering) -> None:
             data_format="NCX")
 
 
-@lowering("aten::gelu", finite_only=GELU_OF_INF)
+@lowering("aten::gelu")
 def gelu(lo: Lowering) -> None:
     approximate = lo.const(1) if lo.n_inputs() > 1 else "none"
-    if approximate != "none":
+    if approximate not in ("none", "tanh"):
         raise Unsupported(f"gelu approximate={approximate!r}")
-    lo.emit("GELU", [lo.input(0)], [lo.output()])
+    # The tanh form gives eager's NaN, +inf and NaN for NaN, +inf and -inf in every
+    # kernel oneDNN 3.12 picks; the erf form does not.
+    if approximate == "none" and not lo.finite(0):
+        raise Unsupported(f"{GELU_OF_INF}, and its input is not proven finite")
+    lo.emit("GELU", [lo.input(0)], [lo.output()],
+            mode="gelu_erf" if approximate == "none" else "gelu_tanh")
 
 
 @lowering("aten::silu")
@@ -486,21 +497,6 @@ def elu(lo: Lowering) -> None:
     if lo.n_inputs() > 2 and (lo.const(2) != 1 or lo.const(3) != 1):
         raise Unsupported("elu with scale or input_scale != 1")
     lo.emit("Elu", [lo.input(0)], [lo.output()], alpha=float(lo.const(1)))
-
-
-# softplus(x) and x differ by log1p(exp(-beta*x))/beta past the threshold:
-# below 2.1e-9 relative from beta*x = 20 on, under float rounding.
-_SOFTPLUS_EXACT_THRESHOLD = 20.0
-
-
-@lowering("aten::softplus")
-def softplus(lo: Lowering) -> None:
-    # (self, beta, threshold): torch returns x where beta*x > threshold, which
-    # oneDNN's SoftPlus has no attribute for; it computes the smooth curve.
-    beta, threshold = lo.const(1), lo.const(2)
-    if threshold < _SOFTPLUS_EXACT_THRESHOLD:
-        raise Unsupported(f"softplus threshold {threshold} (oneDNN has none)")
-    lo.emit("SoftPlus", [lo.input(0)], [lo.output()], beta=float(beta))
 
 
 @lowering("aten::pow")

@@ -106,6 +106,18 @@ def _eltwise_head_with_binary(ops: list[BackendOp]) -> bool:
         and any(t not in produced and t not in heads for t in op.inputs) for op in ops)
 
 
+def _layer_norm_sum(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether a LayerNorm's result is added to a tensor of the sum's shape: oneDNN 3.12
+    makes the add a sum post-op, which its layer-norm kernel accepts and never applies
+    (`layer_norm(a) + b` came out as `layer_norm(a)`, 1.7 to 4.3 off). Broadcast
+    operands, other binary ops and other anchors were right."""
+    norms = {t for op in ops if op.kind == "LayerNorm" for t in op.outputs}
+    produced = {t for op in ops for t in op.outputs}
+    return any(op.kind == "Add" and norms & set(op.inputs) and any(
+        t not in produced and backend.tensors[t].sizes == backend.tensors[op.outputs[0]].sizes
+        for t in op.inputs) for op in ops)
+
+
 _QUANTIZATION = frozenset({"Quantize", "Dequantize"})
 _DATA_MOVEMENT = frozenset({"Reorder", "StaticTranspose", "StaticReshape", "TypeCast"})
 
@@ -304,6 +316,10 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
         if _residual_of_another_int_type(ops, backend):
             _reject(nodes, "a dequantized residual of another integer type than the result "
                            "(oneDNN v3.2 reads it as the result's type)")
+            continue
+        if _layer_norm_sum(ops, backend):
+            _reject(nodes, "a layer_norm's result added to a tensor of its shape (oneDNN 3.12's "
+                           "layer-norm kernel drops that sum)")
             continue
         if _eltwise_head_with_binary(ops):
             _reject(nodes, "an eltwise op on an input meets a binary op (oneDNN 3.12 runs that "
