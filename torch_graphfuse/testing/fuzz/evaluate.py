@@ -186,7 +186,7 @@ def _layer_norm_ok(x: Tensor, m: Meta) -> bool:
 def admissible(op: Op, args: list[Tensor], metas: list[Meta]) -> bool:
     """Whether the op, applied to these concrete values, is well-conditioned."""
     k, a = op.kind, op.attrs
-    if k in ("round", "floor_divide"):
+    if k in ("round", "floor_divide", "bucket"):
         return metas[0].exact
     if k in NEAR_ZERO or (k == "pow" and float(a["exponent"]) not in (1.0, 2.0, 3.0)):
         return away_from_zero(args[0], metas[0])

@@ -65,6 +65,11 @@ _kind("pow", "torch.pow({0}, {exponent})")
 _kind("softmax", "torch.softmax({0}, {dim})")
 _kind("log_softmax", "torch.log_softmax({0}, {dim})")
 _kind("floor_divide", "torch.floor_divide({0}, {divisor})", exact=True)
+# T5's relative-position buckets: integers made float, log, scaled, back to integers. The
+# float value is a whole number at distances 8, 24, 56 and 120, where a log rounded
+# otherwise than ATen's drops the bucket by one.
+_kind("bucket", "(torch.log(({0} * 8).abs().long().float() / 8 + 1) / 2.772588722239781 * 8)"
+      ".long().to({0}.dtype)", aten=("mul", "abs", "to", "div", "add", "log"), exact=True)
 _kind("cumsum", "torch.cumsum({0}, {dim})")
 _kind("flip", "torch.flip({0}, {dims})", exact=True)
 _kind("max_pool2d", "F.max_pool2d({0}, {kernel}, {stride}, {padding}, {dilation}, "
