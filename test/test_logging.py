@@ -50,3 +50,19 @@ def test_debug_level_adds_graph_before_pass() -> None:
 
 def test_no_output_without_log_level() -> None:
     assert ".py]" not in run(None)
+
+
+def test_a_spec_run_unfused_costs_one_kernel_log_line() -> None:
+    # The C++ kernel logs under its file's name through torch's jit_log: an
+    # empty batch oneDNN cannot take runs unfused, once logged, never warned.
+    script = SCRIPT.replace("runner.fused(M(), [torch.randn(1, 3, 8, 8)])",
+                            "module, _, _ = runner.fused(M(), [torch.randn(1, 3, 8, 8)])\n"
+                            "with torch.no_grad(), torch_graphfuse.fuser():\n"
+                            "    for _ in range(3):\n"
+                            "        module(torch.randn(0, 3, 8, 8))\n")
+    env = dict(os.environ, PYTORCH_JIT_LOG_LEVEL=">onednn_kernel")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120, check=True)
+    lines = [line for line in done.stderr.splitlines() if "running unfused" in line]
+    assert len(lines) == 1 and "onednn_kernel.cpp" in lines[0], done.stderr
+    assert "Warning: torch_graphfuse" not in done.stderr

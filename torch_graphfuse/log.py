@@ -4,8 +4,8 @@ PYTORCH_JIT_LOG_LEVEL is a ':'-separated list of file names without extension,
 each optionally prefixed by '>' characters: no prefix enables GRAPH_DUMP,
 '>' adds GRAPH_UPDATE, '>>' adds GRAPH_DEBUG. Each pass logs under its module's
 name, so `PYTORCH_JIT_LOG_LEVEL=">>partition:rewrite"` shows the partitioner's
-decisions and the graph after rewriting. The C++ kernel logs through torch's
-jit_log under the name `fusion_group`.
+decisions and the graph after rewriting. The C++ kernels log through torch's
+jit_log under their file names: `onednn_kernel` and `external_kernel`.
 """
 
 from __future__ import annotations
