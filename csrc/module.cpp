@@ -11,6 +11,8 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <mutex>
+#include <unordered_set>
 
 #include "buffer_pool.h"
 #include "external_kernel.h"
@@ -65,16 +67,29 @@ void fuse(std::shared_ptr<torch::jit::Graph>& graph) {
 const auto registered = torch::jit::registerPrePass(fuse);
 
 // The profiling executor records types only for the inputs of ops a fuser
-// asks for; the quantize/dequantize ops of PT2E and FX reference models
-// (whose results the int8 groups read) are not asked for otherwise.
-const bool profiles_quantized_ops = [] {
+// asks for (TensorExpr's ops by default). The plugin asks for every op its
+// tables map (set from Python at import), which includes the quantize and
+// dequantize ops of PT2E and FX reference models.
+std::mutex g_profiled_mu;
+std::unordered_set<c10::Symbol>& profiled_kinds() {
+  static std::unordered_set<c10::Symbol> kinds;
+  return kinds;
+}
+
+const bool profiles_mapped_ops = [] {
   torch::jit::RegisterProfilingNode([](const torch::jit::Node* node) {
-    return std::string(node->kind().ns().toUnqualString()) == "quantized_decomposed" ||
-           node->kind() == c10::aten::quantize_per_tensor ||
-           node->kind() == c10::aten::dequantize;
+    std::lock_guard<std::mutex> lock(g_profiled_mu);
+    return profiled_kinds().count(node->kind()) > 0 ||
+           std::string(node->kind().ns().toUnqualString()) == "quantized_decomposed";
   });
   return true;
 }();
+
+void set_profiled_kinds(const std::vector<std::string>& kinds) {
+  std::lock_guard<std::mutex> lock(g_profiled_mu);
+  profiled_kinds().clear();
+  for (const auto& kind : kinds) profiled_kinds().insert(c10::Symbol::fromQualString(kind));
+}
 
 // (partitions as (supported, op ids, input ids, output ids), refused ops as (id, why))
 py::tuple partition(const std::string& text) {
@@ -142,6 +157,8 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_graphfuse mechanism: pass hook, oneDNN Graph bindings, kernel stats";
   m.def("_set_pipeline", [](py::object fn) { pipeline() = std::move(fn); });
   m.def("_set_enabled", [](bool on) { g_enabled = on; });
+  m.def("_set_profiled_kinds", &set_profiled_kinds,
+        "the ops whose inputs the profiling executor records types for");
   m.def("_is_enabled", [] { return g_enabled.load(); });
   m.def("_set_group_executor_factory", &set_executor_factory,
         "factory(desc) -> executor(list[Tensor]) -> list[Tensor], for groups of another backend");

@@ -140,6 +140,34 @@ def test_layer_norm_over_two_dims_stays_unfused(dtype: str) -> None:
           left=["aten::layer_norm"])
 
 
+def _group_norm(affine: bool) -> nn.GroupNorm:
+    gn = nn.GroupNorm(4, 16, affine=affine)
+    if affine:
+        with torch.no_grad():
+            gn.weight.uniform_(0.5, 1.5)
+            gn.bias.uniform_(-0.5, 0.5)
+    return gn
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("rank", [4, 5])
+def test_group_norm_on_channels_last(dtype: str, affine: bool, rank: int) -> None:
+    fmt = torch.channels_last if rank == 4 else torch.channels_last_3d
+    x = torch.randn(2, 16, *[5] * (rank - 2)).contiguous(memory_format=fmt) * 3 + 1
+    graph = check(_group_norm(affine), [x], dtype, groups=1, left=[])
+    assert group_kinds(graph) == [["aten::group_norm"]]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_group_norm_on_a_plain_layout_stays_unfused(dtype: str) -> None:
+    # oneDNN 3.12 runs its group normalization with the reference kernel there.
+    check(_group_norm(True), [torch.randn(2, 16, 5, 5)], dtype, groups=0,
+          left=["aten::group_norm"])
+    unmapped = dict(torch_graphfuse.last_report().unmapped)
+    assert "channels-last" in unmapped["aten::group_norm"]
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim", [0, 1, 2, 3, -1])
 def test_cat_along_every_dim(dtype: str, dim: int) -> None:

@@ -105,7 +105,17 @@ def _group_executor(desc: str) -> Callable[[list[torch.Tensor]], list[torch.Tens
     return runtime.group_executor(desc)
 
 
+def _profiled_kinds() -> list[str]:
+    """The ops whose inputs the profiling executor must record types for: every op a
+    backend table maps, and the quantize/dequantize of FX reference models."""
+    from .backends.cudnn.op_table import TABLE
+    from .backends.onednn.op_table import LOWERINGS
+
+    return sorted({*LOWERINGS, *TABLE, "aten::quantize_per_tensor", "aten::dequantize"})
+
+
 _onednn.warn_if_unavailable()
+_C._set_profiled_kinds(_profiled_kinds())
 _C._set_pipeline(run_pipeline)
 _C._set_group_executor_factory(_group_executor)
 torch.jit.enable_graphfuse = enable_graphfuse  # type: ignore[attr-defined]

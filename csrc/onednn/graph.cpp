@@ -14,12 +14,13 @@ namespace {
 
 #define GRAPHFUSE_OP_KINDS(X)                                                   \
   X(Abs) X(Add) X(AvgPool) X(BatchNormInference) X(BiasAdd) X(Clamp) X(Concat)  \
-  X(Convolution) X(ConvTranspose) X(Dequantize) X(Divide) X(Elu) X(End) X(Exp)  \
-  X(GELU) X(HardSigmoid) X(HardSwish) X(Interpolate) X(LayerNorm) X(LeakyReLU)  \
-  X(Log) X(LogSoftmax) X(MatMul) X(Maximum) X(MaxPool) X(Minimum) X(Mish)       \
-  X(Multiply) X(Pow) X(PReLU) X(Quantize) X(Reciprocal) X(ReduceL1) X(ReduceL2) \
-  X(ReduceMax) X(ReduceMean) X(ReduceMin) X(ReduceProd) X(ReduceSum) X(ReLU)    \
-  X(Reorder) X(Round) X(Select) X(Sigmoid) X(SoftMax) X(SoftPlus) X(Sqrt)       \
+  X(Convolution) X(ConvTranspose) X(Dequantize) X(Divide) X(Dropout) X(Elu)     \
+  X(End) X(Exp) X(GELU) X(GenIndex) X(GreaterEqual) X(GroupNorm) X(HardSigmoid) \
+  X(HardSwish) X(Interpolate) X(LayerNorm) X(LeakyReLU) X(Log) X(LogSoftmax)    \
+  X(MatMul) X(Maximum) X(MaxPool) X(Minimum) X(Mish) X(Multiply) X(Pow)         \
+  X(PReLU) X(Quantize) X(Reciprocal) X(ReduceL1) X(ReduceL2) X(ReduceMax)       \
+  X(ReduceMean) X(ReduceMin) X(ReduceProd) X(ReduceSum) X(ReLU) X(Reorder)      \
+  X(RMSNorm) X(Round) X(Select) X(Sigmoid) X(SoftMax) X(SoftPlus) X(Sqrt)       \
   X(Square) X(SquaredDifference) X(StaticReshape) X(StaticTranspose)            \
   X(Subtract) X(Tanh) X(TypeCast) X(Wildcard)
 

@@ -530,6 +530,37 @@ def layer_norm(lo: Lowering) -> None:
             epsilon=float(lo.const(4)), keep_stats=False, use_affine=len(inputs) == 3)
 
 
+def _channels_last(sizes: list[int], strides: list[int]) -> bool:
+    """A 4-d or 5-d tensor dense with its channels innermost."""
+    if len(sizes) not in (4, 5) or len(strides) != len(sizes):
+        return False
+    order = [0, *range(2, len(sizes)), 1]
+    expected = 1
+    for d in reversed(order):
+        if sizes[d] != 1 and strides[d] != expected:
+            return False
+        expected *= sizes[d]
+    return True
+
+
+@lowering("aten::group_norm", worth_alone=True)
+def group_norm(lo: Lowering) -> None:
+    # (input, num_groups, weight?, bias?, eps, cudnn_enable)
+    if lo.is_none(2) != lo.is_none(3):
+        raise Unsupported("group_norm with only one of weight and bias")
+    x = lo.graph.tensors[lo.input(0)]
+    if not _channels_last(x.sizes or [], x.strides or []):
+        # Measured on oneDNN 3.12: its group normalization is ref:any on plain layouts.
+        raise Unsupported("group_norm of a tensor not in channels-last layout (oneDNN runs "
+                          "that with its reference implementation)")
+    inputs = [lo.input(0)]
+    if not lo.is_none(2):
+        inputs += [lo.input(2), lo.input(3)]
+    lo.emit("GroupNorm", inputs, [lo.output()], groups=int(lo.const(1)),
+            epsilon=float(lo.const(4)), keep_stats=False, use_affine=len(inputs) == 3,
+            data_format="NCX")
+
+
 def _pool_lists(lo: Lowering, kernel: int, stride: int, padding: int) -> dict[str, list[int]]:
     spatial = lo.rank(0) - 2
     if spatial != 2:
