@@ -173,10 +173,10 @@ LOWERINGS: dict[str, Entry] = {}
 # Ops left with ATen on purpose, and why (the fusion report gives the reason).
 NOT_MAPPED: dict[str, str] = {
     **dict.fromkeys(
-        ["aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"],
-        # oneDNN 3.12 gives NaN at the NaN or +inf of a row and 0 (log_softmax: -inf)
-        # elsewhere in it; eager makes the whole row NaN.
-        "oneDNN's softmax keeps a row holding NaN or +inf finite where it is not"),
+        ["aten::log_softmax", "aten::_log_softmax"],
+        # oneDNN 3.12 gives NaN at the NaN or +inf of a row and -inf elsewhere in it;
+        # eager makes the whole row NaN. Rare in inference graphs: not worth a guard.
+        "oneDNN's log_softmax keeps a row holding NaN or +inf finite where it is not"),
     **dict.fromkeys(
         ["aten::softplus", "aten::mish"],
         # Measured on oneDNN 3.12: softplus(-10, beta=2) = -9.5e-7 against ATen's
@@ -191,6 +191,8 @@ EXP_LOSES_NAN = "oneDNN v3.2's exp returns +inf for NaN"
 LOGISTIC_LOSES_NAN = "oneDNN v3.2's logistic returns 0 for NaN in some of its kernels"
 MAX_POOL_LOSES_NAN = "oneDNN v3.2's max pooling skips NaN and gives -FLT_MAX for -inf"
 QUANTIZE_OF_NAN = "oneDNN v3.2 and ATen turn NaN into different integers"
+SOFTMAX_OF_NONFINITE = ("oneDNN's softmax gives NaN only at a row's NaN or +inf and 0 elsewhere, "
+                        "where eager makes the whole row NaN")
 GELU_OF_INF = "ATen's gelu gives NaN for +-inf, oneDNN v3.2's GELU +inf and 0"
 
 
@@ -541,6 +543,14 @@ def _channels_last(sizes: list[int], strides: list[int]) -> bool:
             return False
         expected *= sizes[d]
     return True
+
+
+@lowering("aten::softmax", "aten::_softmax", finite_only=SOFTMAX_OF_NONFINITE)
+def softmax(lo: Lowering) -> None:
+    # softmax(self, dim, dtype?) / _softmax(self, dim, half_to_float)
+    if lo.n_inputs() > 2 and not lo.is_none(2) and lo.const(2) not in (False, None):
+        raise Unsupported("softmax with a dtype")
+    lo.emit("SoftMax", [lo.input(0)], [lo.output()], axis=int(lo.const(1)))
 
 
 @lowering("aten::group_norm", worth_alone=True)
