@@ -57,7 +57,7 @@ CONV_SWEEP = [
 @pytest.mark.parametrize("conv", CONV_SWEEP, ids=str)
 def test_conv2d_parameter_sweep(dtype: str, conv: dict[str, object]) -> None:
     # groups=4 over 4 input channels into 8 is a depthwise conv with a channel
-    # multiplier, which stays with ATen in bf16 (op_table: oneDNN v3.2 bug).
+    # multiplier, which stays with ATen in bf16 (op_table: a oneDNN bug).
     if dtype == "bf16" and conv.get("groups") == 4:
         check(Conv(**conv), [torch.randn(2, 4, 15, 15)], dtype, groups=0,
               left=["aten::_convolution", "aten::relu"])
@@ -133,7 +133,7 @@ def test_conv_silu(dtype: str, channels_last: bool) -> None:
     assert group_kinds(graph) == [["aten::_convolution", "aten::silu"]]
 
 
-# oneDNN v3.2's clamp family returns a bound for NaN, its exp +inf and its
+# oneDNN's clamp family returns a bound for NaN, its exp +inf and its
 # logistic 0 in some kernels: these map only where their input is proven
 # finite (passes/finiteness), here a convolution of a checked graph input.
 FINITE_ONLY_ELTWISE: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], str]] = {

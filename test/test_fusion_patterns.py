@@ -53,7 +53,7 @@ def test_conv2d_bn_relu_is_one_group() -> None:
 
 
 def test_residual_stage_is_one_group() -> None:
-    # Three bottleneck blocks (oneDNN v3.2's stage pattern wants three): each
+    # Three bottleneck blocks (oneDNN's stage pattern wants three): each
     # residual add joins two chains (conv3 with the downsample conv, then with
     # the previous block's output), so the stage is taken whole.
     torch.manual_seed(0)
@@ -64,7 +64,8 @@ def test_residual_stage_is_one_group() -> None:
 
 
 def test_sum_of_one_chain_stays_refused() -> None:
-    # bn(y) + y of one convolution's y: oneDNN v3.2 allocates without bound.
+    # bn(y) + y of one convolution's y: oneDNN's compile allocates without bound
+    # (3.12 as v3.2: std::bad_alloc).
     conv, bn = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4).eval()
 
     class SameChain(nn.Module):

@@ -208,13 +208,42 @@ def test_conv_with_a_float_output() -> None:
 
 @pytest.mark.parametrize("residual", ["dequantized", "float"])
 def test_conv_residual_add(residual: str) -> None:
-    graph = check_int8(QConv(residual=residual), images(), U8_OUT.scale)
-    assert any("aten::add" in k and "aten::_convolution" in k for k in kinds(graph)) == VNNI
+    # A residual dequantized from the conv's own quantized input stays outside: oneDNN
+    # 3.12 computes that partition wrongly (see the linear case below).
+    own = residual == "dequantized"
+    graph = check_int8(QConv(residual=residual), images(), U8_OUT.scale,
+                       int8_groups=0 if own else 1)
+    fused_add = any("aten::add" in k and "aten::_convolution" in k for k in kinds(graph))
+    assert fused_add == (VNNI and not own)
 
 
 @pytest.mark.parametrize("then", ["relu", "gelu", "none"])
 def test_linear_int8(then: str) -> None:
     check_int8(QLinear(then=then), [torch.randn(3, 5, 16)], U8_OUT.scale)
+
+
+class QLinearOwnResidual(nn.Module):
+    """A linear plus its own dequantized input, quantized."""
+
+    def __init__(self, act: Act, act_out: Act) -> None:
+        super().__init__()
+        fc = nn.Linear(16, 16)
+        self.weight, self.bias = QWeight(fc.weight.detach()), fc.bias.detach()
+        self.act, self.act_out = act, act_out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        d = self.act.qdq(x)
+        return self.act_out.qdq(F.linear(d, self.weight(), self.bias) + d)
+
+
+@pytest.mark.parametrize("act,act_out", [(U8_IN, U8_OUT), (S8_IN, S8_OUT)], ids=["u8", "s8"])
+@pytest.mark.parametrize("shape", [(8, 16), (1, 16), (4, 7, 16)], ids=str)
+def test_linear_with_a_residual_of_its_own_input_matches_eager(act: Act, act_out: Act,
+                                                               shape: tuple[int, ...]) -> None:
+    # oneDNN 3.12 fused it up to 205 quantization steps off (found re-examining the
+    # residual rules on 3.12); the int8 linear stays with ATen there.
+    check_int8(QLinearOwnResidual(act, act_out), [torch.randn(*shape)], act_out.scale,
+               int8_groups=0)
 
 
 def test_linear_s8_activations() -> None:
@@ -228,11 +257,11 @@ def test_matmul_of_two_dequantized_activations() -> None:
 
 
 def test_shared_dequantize_is_split_per_reader() -> None:
-    graph = check_int8(SharedDequantize(), images(), U8_OUT.scale)
-    # both readers of the dequantized input took their own copy into the group
-    if VNNI:
-        group = next(k for k in kinds(graph) if "aten::_convolution" in k)
-        assert group.count(DEQUANTIZE) == 2
+    # The conv and the add each get their own dequantize (and would take it into their
+    # group); a residual of the conv's own input stays unfused on oneDNN 3.12.
+    check_int8(SharedDequantize(), images(), U8_OUT.scale, int8_groups=0)
+    offered = [region for region, _ in torch_graphfuse.last_report().rejected]
+    assert any(r.startswith("dequantize_per_tensor, dequantize_per_tensor, ") for r in offered)
 
 
 def test_resnet_block_int8() -> None:
@@ -412,12 +441,18 @@ class Requantize(nn.Module):
         return S8_OUT.quantize(v)
 
 
-def test_requantization_with_nothing_computed_between_stays_with_aten() -> None:
-    # graph 1033: oneDNN v3.2 failed to execute the [Dequantize, Quantize] partition.
-    x = torch.randn(1, 1, 2, 6)
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("shape", [(1, 1, 2, 6), (4, 3, 5, 6)], ids=str)
+def test_requantization_with_nothing_computed_between_is_exact(
+        shape: tuple[int, ...], layout: str) -> None:
+    # graph 1033: oneDNN v3.2 failed to execute the [Dequantize, Quantize] partition;
+    # 3.12 runs it bit for bit as eager does.
+    x = torch.randn(*shape)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
     _, out, graph = fuse(Requantize(), [x])
     assert torch.equal(out, eager(Requantize(), [x]))
-    assert not any(DEQUANTIZE in k and QUANTIZE in k for k in kinds(graph))
+    assert any(DEQUANTIZE in k and QUANTIZE in k for k in kinds(graph))
 
 
 class ResidualOfAnotherIntType(nn.Module):
@@ -436,7 +471,8 @@ class ResidualOfAnotherIntType(nn.Module):
 
 
 def test_dequantized_residual_of_another_integer_type_is_not_fused_as_a_sum() -> None:
-    # graph 715: oneDNN v3.2 read the u8 residual as s8, the result's type.
+    # graph 715: oneDNN read the u8 residual as s8, the result's type (v3.2; 3.12 is
+    # 63 steps off).
     model, x = ResidualOfAnotherIntType(), torch.randn(3, 3, 1)
     _, out, graph = fuse(model, [x])
     ref = eager(model, [x])

@@ -78,7 +78,7 @@ def test_lone_softmax_stays_with_aten(dtype: str) -> None:
 @pytest.mark.parametrize("ceil_mode", [False, True])
 def test_max_pool2d_runs_unfused_on_nan_and_inf(dtype: str, kernel: int, stride: int,
                                                 padding: int, ceil_mode: bool) -> None:
-    # oneDNN v3.2's max pooling skips NaN and gives -FLT_MAX for -inf: it is
+    # oneDNN's max pooling (v3.2 and 3.12) skips NaN and gives -FLT_MAX for -inf: it is
     # taken on a checked input, and a call with NaN or -inf runs unfused.
     model = Fn(lambda x: F.max_pool2d(x, kernel, stride, padding, ceil_mode=ceil_mode))
     x = torch.randn(2, 4, 11, 11)
@@ -151,7 +151,7 @@ def test_layer_norm(dtype: str, affine: bool) -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_layer_norm_over_two_dims_stays_unfused(dtype: str) -> None:
-    # oneDNN v3.2 would normalize the last dim only.
+    # oneDNN v3.2 normalized the last dim only; 3.12 refuses the partition.
     check(_layer_norm((4, 16), True), [torch.randn(2, 4, 16)], dtype, groups=0,
           left=["aten::layer_norm"])
 

@@ -1,4 +1,4 @@
-"""Decomposition: ops oneDNN Graph (v3.2) has no op for, rewritten into ops it has.
+"""Decomposition: ops oneDNN Graph has no op for, rewritten into ops it has.
 
 - addmm(self, a, b, beta, alpha) with alpha or beta != 1 -> beta * self + alpha * mm(a, b)
 

@@ -1,6 +1,6 @@
 """Finiteness: which values hold only finite numbers when the graph's inputs do.
 
-oneDNN v3.2 computes some ops differently from eager on NaN or infinity
+oneDNN 3.12 computes some ops differently from eager on NaN or infinity
 (relu, clamp and max pooling lose NaN, exp makes it +inf, ...), and
 exactly on finite numbers. Those ops take their fast mapping only where this
 analysis proves the input finite; the proof may assume that some of the

@@ -3,7 +3,7 @@
 A group output that only other fusion groups read is marked `any_layout`: the
 kernel compiles it with oneDNN's `any` layout, so oneDNN writes it in the
 layout its kernels prefer and the next group reads it as it is, with no
-reorder at the boundary. oneDNN v3.2 answers with strided layouts (NHWC for
+reorder at the boundary. oneDNN 3.12 answers with strided layouts (NHWC for
 activations), which cross the boundary as ordinary torch tensors with those
 strides; were it to answer with a blocked layout, the kernel compiles that
 group again with strided outputs. Outputs that the caller or an unfused op

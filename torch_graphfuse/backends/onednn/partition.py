@@ -1,30 +1,31 @@
 """Partitioning: oneDNN chooses the fusible regions, the plugin's policy keeps some.
 
-oneDNN Graph's `get_partitions` (fusion policy) runs on the whole backend graph
-of a block. A supported partition becomes a fusion group when
-- every JIT node in it is there with all of its backend ops,
-- its ports are JIT values and it exposes every value used outside it, and
-- it is worth it: two or more nodes, or one node whose table entry says oneDNN
-  beats ATen on it alone (conv, linear, matmul, ...). A lone eltwise or
-  batch_norm stays with ATen: a oneDNN call costs more than it saves there,
-- no output is a view (reshape, permute, ...) of an input or of another
-  output: the group's outputs are new tensors, so eager's aliasing would be lost,
-- no binary op takes two results of one chain computed inside it (a diamond
-  such as `bn(conv(x)) + conv(x)`), except x * sigmoid(x): oneDNN v3.2
-  compiles such partitions into kernels that allocate without bound. A
-  residual add of two convolutions' chains (ResNet's stages) is taken,
-- no binary op takes a pool's result and a tensor that is not per channel:
-  oneDNN v3.2 reads such an operand of a pooling post-op in the wrong layout,
-- after a matmul of a batched input with a 2-d weight (a linear), no binary
-  operand broadcasts over a dim but the last, unless it is per output feature:
-  oneDNN v3.2 flattens the batch dims and indexes such operands wrongly.
-  Operands that could become such at another size pin the group's sizes.
+oneDNN Graph's `get_partitions` (fusion policy) runs on the whole backend graph of a
+block. Each partition it offers is a `Candidate`, and becomes a fusion group unless a
+rule of `RULES` refuses it; the report gives the rule's reason. The rules, in order:
+
+- structure: oneDNN supports the partition, has every backend op of each JIT node in
+  it, its ports are JIT values, it reads no non-tensor value computed outside, and it
+  exposes every value used outside it;
+- eager's aliasing: no output is a view of an input or of another output (a group's
+  outputs are new tensors);
+- this CPU: bf16 needs bf16 instructions, int8 products need VNNI (library.isa());
+- oneDNN's defects, each measured on oneDNN 3.12 and pinned by a regression test:
+  wrong results, a crash, runaway allocation, reference kernels (see each predicate);
+- worth it: two or more nodes, or one node whose table entry says oneDNN beats ATen
+  on it alone (conv, linear, matmul, ...).
+
+A binary operand that could broadcast wrongly after a linear at another size pins the
+group to its profiled sizes (`_flattened_matmul_broadcast`).
 """
 
 from __future__ import annotations
 
+import enum
 import math
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -40,6 +41,28 @@ from .op_table import LOWERINGS
 NAME = log.module_name(__file__)
 
 
+@dataclass
+class Candidate:
+    """A partition oneDNN offered, as the rules see it."""
+
+    supported: bool
+    ops: list[BackendOp]
+    nodes: list[torch._C.Node]  # the JIT nodes it covers, in block order
+    in_ids: list[int]
+    out_ids: list[int]
+    mapped: MappedBlock
+    op_count: Counter  # backend ops per JIT node in the whole block
+
+    @property
+    def backend(self) -> BackendGraph:
+        return self.mapped.backend
+
+
+class Broadcast(enum.Enum):
+    """What `_flattened_matmul_broadcast` finds."""
+    SAFE = "safe"
+    PIN = "pin"  # safe at the profiled sizes only
+    REFUSE = "refuse"
 
 
 def _used_outside(nodes: list[torch._C.Node], block_nodes: set[torch._C.Node]) -> set[int]:
@@ -118,22 +141,10 @@ def _layer_norm_sum(ops: list[BackendOp], backend: BackendGraph) -> bool:
         for t in op.inputs) for op in ops)
 
 
-_QUANTIZATION = frozenset({"Quantize", "Dequantize"})
-_DATA_MOVEMENT = frozenset({"Reorder", "StaticTranspose", "StaticReshape", "TypeCast"})
-
-
-def _requantization(ops: list[BackendOp]) -> bool:
-    """A Dequantize and a Quantize with only data movement between: found by the
-    fuzzer's quantized mode (an execute error, and wrong values after a u8 -> s8
-    requantization)."""
-    kinds = {op.kind for op in ops}
-    return _QUANTIZATION <= kinds and kinds <= _QUANTIZATION | _DATA_MOVEMENT
-
-
 def _internal_diamond(ops: list[BackendOp]) -> bool:
     """Whether a binary op takes two results of one chain computed inside the
-    partition (`bn(conv(x)) + conv(x)`: oneDNN v3.2 compiles such partitions
-    into kernels that allocate without bound), other than x * sigmoid(x). A
+    partition (`bn(conv(x)) + conv(x)`: oneDNN 3.12's compile loops in fuse_post_ops,
+    growing a deque until std::bad_alloc, as v3.2 did), other than x * sigmoid(x). A
     residual add joins the chains of two different ops and is not one."""
     producer = {t: op for op in ops for t in op.outputs}
 
@@ -163,7 +174,9 @@ def _internal_diamond(ops: list[BackendOp]) -> bool:
 
 def _pool_with_full_operand(ops: list[BackendOp], backend: BackendGraph) -> bool:
     """Whether a binary op combines a pool's result (or one computed from it)
-    with a tensor that has more than one element per channel."""
+    with a tensor that has more than one element per channel: oneDNN 3.12's pooling
+    post-op reads it in the wrong layout on NCHW data (all 12 swept cases garbage, up
+    to 1.7e29), as v3.2 did."""
     # A pool's result and everything computed from it: its post-op chain.
     pooled: set[int] = set()
     for op in sorted(ops, key=lambda op: op.id):  # mapping order: producers first
@@ -180,9 +193,9 @@ def _pool_with_full_operand(ops: list[BackendOp], backend: BackendGraph) -> bool
 
 def _residual_of_another_int_type(ops: list[BackendOp], backend: BackendGraph) -> bool:
     """Whether a binary op adds a dequantized tensor whose integer type is not
-    that of the partition's quantized result: oneDNN v3.2 makes it a sum
-    post-op, which reads the operand as the result's type (a u8 residual
-    under an s8 result; found by the fuzzer's quantized mode)."""
+    that of the partition's quantized result: oneDNN makes it a sum post-op, which
+    reads the operand as the result's type (a u8 residual under an s8 result; found
+    by the fuzzer's quantized mode on v3.2, still 42 to 92 steps off on 3.12)."""
     results = {backend.tensors[t].dtype for op in ops if op.kind == "Quantize" for t in op.outputs}
     dequantized = {t: backend.tensors[op.inputs[0]].dtype for op in ops if op.kind == "Dequantize"
                    for t in op.outputs}
@@ -232,17 +245,32 @@ def _int8_products_saturate(ops: list[BackendOp]) -> bool:
                and op.inputs[1] in dequantized for op in ops)
 
 
-def _flattened_matmul_broadcast(ops: list[BackendOp], backend: BackendGraph) -> str | None:
-    """"refuse" when a binary operand broadcasts wrongly after a linear-like
-    matmul at the profiled sizes, "pin" when it could at other sizes, else None."""
+def _residual_of_the_anchor_source(ops: list[BackendOp]) -> bool:
+    """Whether one quantized tensor is dequantized both into a convolution's or matmul's
+    source and into a binary op's operand (`linear(d) + d`, d dequantized): oneDNN 3.12
+    computes that int8 partition up to 205 steps off (an independent residual of the same
+    type is exact)."""
+    source = {t: op.inputs[0] for op in ops if op.kind == "Dequantize" for t in op.outputs}
+    anchored = {source[op.inputs[0]] for op in ops
+                if op.kind in ("Convolution", "MatMul") and op.inputs[0] in source}
+    return any(op.kind in _BINARY_OPS and any(source.get(t) in anchored for t in op.inputs)
+               for op in ops)
+
+
+def _flattened_matmul_broadcast(ops: list[BackendOp], backend: BackendGraph) -> Broadcast:
+    """After a matmul of a batched input with a 2-d weight (a linear), a binary operand
+    broadcast over a dim but the last, unless per output feature: oneDNN v3.2 flattened
+    the batch dims and indexed it wrongly; 3.12 picks its reference kernel for it (which
+    the kernel would refuse). REFUSE where the profiled sizes are that case, PIN where
+    other sizes could be."""
     def rank(t: int) -> int:
         return len(backend.tensors[t].sizes or [])
 
     if not any(op.kind == "MatMul" and rank(op.inputs[0]) >= 3 and rank(op.inputs[1]) == 2
                for op in ops):
-        return None
+        return Broadcast.SAFE
     produced = {t for op in ops for t in op.outputs}
-    verdict = None
+    verdict = Broadcast.SAFE
     for op in ops:
         if op.kind not in _BINARY_OPS:
             continue
@@ -256,21 +284,88 @@ def _flattened_matmul_broadcast(ops: list[BackendOp], backend: BackendGraph) -> 
                 continue  # per output feature, or one value
             ones = [i for i, d in enumerate(sizes[:-1]) if d == 1]
             if any(result[i] > 1 for i in ones):
-                return "refuse"
+                return Broadcast.REFUSE
             if ones:
-                verdict = "pin"
+                verdict = Broadcast.PIN
     return verdict
 
 
-def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition]:
-    def _reject(nodes: list[torch._C.Node], why: str) -> None:
-        report.add_rejected(describe(nodes), nodes, why)
-        log.debug(NAME, f"partition [{describe(nodes)}] left unfused: {why}")
 
+def _split_node(c: Candidate) -> bool:
+    per_node = Counter(op.node for op in c.ops)
+    return any(per_node[n] != c.op_count[n] for n in c.op_count.keys() & c.nodes)
+
+
+def _internal_port(c: Candidate) -> bool:
+    return any(i not in c.mapped.values for i in (*c.in_ids, *c.out_ids))
+
+
+def _bf16_without_kernels(c: Candidate) -> bool:
+    isa = library.isa()
+    return not (isa and isa.bf16) and any(
+        c.backend.tensors[t].dtype == "bf16" for t in (*c.in_ids, *c.out_ids))
+
+
+def _lone_op(c: Candidate) -> bool:
+    entries = [LOWERINGS[op.node.kind()] for op in c.ops if op.node is not None]
+    return len({op.node for op in c.ops}) == 1 and not entries[0].worth_alone
+
+
+# (predicate, reason) in the order they are tried; "{isa}" in a reason is this CPU's ISA.
+RULES: list[tuple[Callable[[Candidate], bool], str]] = [
+    (_bf16_without_kernels, "bf16 on a CPU without bf16 instructions ({isa}): oneDNN has no "
+                            "bf16 kernels for it"),
+    (lambda c: not c.supported, "oneDNN does not support this partition"),
+    (_split_node, "oneDNN split a node's backend ops across partitions"),
+    (_internal_port, "a port is internal to a node's mapping"),
+    (lambda c: _computed_arguments(c.nodes, c.in_ids), "an argument is computed at run time"),
+    (lambda c: not _used_outside(c.nodes, set(c.mapped.nodes)) <= set(c.out_ids),
+     "a value used outside is not a partition output"),
+    (lambda c: _aliased_output(c.nodes, c.out_ids),
+     "an output is a view of an input or of another output"),
+    (lambda c: _internal_diamond(c.ops),
+     "a binary op of two results of one chain computed inside it (oneDNN's compile "
+     "allocates without bound)"),
+    (lambda c: _residual_of_the_anchor_source(c.ops),
+     "a dequantized residual of the tensor the convolution or matmul reads (oneDNN 3.12 "
+     "computes it wrongly)"),
+    (lambda c: _residual_of_another_int_type(c.ops, c.backend),
+     "a dequantized residual of another integer type than the result (oneDNN reads it as "
+     "the result's type)"),
+    (lambda c: _layer_norm_sum(c.ops, c.backend),
+     "a layer_norm's result added to a tensor of its shape (oneDNN 3.12's layer-norm kernel "
+     "drops that sum)"),
+    (lambda c: _eltwise_head_with_binary(c.ops),
+     "an eltwise op on an input meets a binary op (oneDNN 3.12 runs that with its reference "
+     "implementation)"),
+    (lambda c: _binary_head_with_width_operand(c.ops, c.backend),
+     "a binary op's chain with an operand that varies along the last dim only (oneDNN 3.12 "
+     "indexes it wrongly on channels-last data)"),
+    (lambda c: _int8_products_saturate(c.ops),
+     "int8 products on a CPU without VNNI ({isa}): oneDNN sums their pairs in int16, which "
+     "saturates"),
+    (lambda c: _pool_with_full_operand(c.ops, c.backend),
+     "a pool's result combined with a tensor that is not per channel (oneDNN reads it in "
+     "the wrong layout)"),
+    (lambda c: _flattened_matmul_broadcast(c.ops, c.backend) is Broadcast.REFUSE,
+     "a linear's result broadcast with a tensor oneDNN indexes wrongly"),
+    (_lone_op, "a lone op ATen runs as fast"),
+]
+
+
+def refusal(c: Candidate) -> str | None:
+    """The reason of the first rule that refuses the candidate, if any."""
+    for refuses, reason in RULES:
+        if refuses(c):
+            isa = library.isa()
+            return reason.format(isa=isa.name if isa else "unknown")
+    return None
+
+
+def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition]:
     backend = mapped.backend
     op_count = Counter(op.node for op in backend.ops if op.node is not None)
     order = {node: i for i, node in enumerate(mapped.nodes)}
-    block_nodes = set(mapped.nodes)
     result = []
     partitions, refused = _C._partition(backend.to_text())
     for op_id, why in refused:
@@ -283,72 +378,17 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
                        key=order.__getitem__)
         if not nodes or any(op.kind in ("Wildcard", "End") for op in ops):
             continue
-        if not (library.isa() and library.isa().bf16) and any(
-                backend.tensors[t].dtype == "bf16" for t in (*in_ids, *out_ids)):
-            _reject(nodes, f"bf16 on a CPU without bf16 instructions ({library.isa().name}): "
-                           "oneDNN has no bf16 kernels for it")
+        candidate = Candidate(supported, ops, nodes, in_ids, out_ids, mapped, op_count)
+        why = refusal(candidate)
+        if why is not None:
+            report.add_rejected(describe(nodes), nodes, why)
+            log.debug(NAME, f"partition [{describe(nodes)}] left unfused: {why}")
             continue
-        if not supported:
-            _reject(nodes, "oneDNN does not support this partition")
-            continue
-        if any(Counter(op.node for op in ops)[n] != op_count[n] for n in op_count.keys() & nodes):
-            _reject(nodes, "oneDNN split a node's backend ops across partitions")
-            continue
-        if any(i not in mapped.values for i in (*in_ids, *out_ids)):
-            _reject(nodes, "a port is internal to a node's mapping")
-            continue
-        if _computed_arguments(nodes, in_ids):
-            _reject(nodes, "an argument is computed at run time")
-            continue
-        if not _used_outside(nodes, block_nodes) <= set(out_ids):
-            _reject(nodes, "a value used outside is not a partition output")
-            continue
-        if _aliased_output(nodes, out_ids):
-            _reject(nodes, "an output is a view of an input or of another output")
-            continue
-        if _internal_diamond(ops):
-            _reject(nodes, "a binary op of two results of one chain computed inside it")
-            continue
-        if _requantization(ops):
-            _reject(nodes, "a requantization with nothing computed between (oneDNN v3.2 fails "
-                           "to execute some and computes others wrongly)")
-            continue
-        if _residual_of_another_int_type(ops, backend):
-            _reject(nodes, "a dequantized residual of another integer type than the result "
-                           "(oneDNN v3.2 reads it as the result's type)")
-            continue
-        if _layer_norm_sum(ops, backend):
-            _reject(nodes, "a layer_norm's result added to a tensor of its shape (oneDNN 3.12's "
-                           "layer-norm kernel drops that sum)")
-            continue
-        if _eltwise_head_with_binary(ops):
-            _reject(nodes, "an eltwise op on an input meets a binary op (oneDNN 3.12 runs that "
-                           "with its reference implementation)")
-            continue
-        if _binary_head_with_width_operand(ops, backend):
-            _reject(nodes, "a binary op's chain with an operand that varies along the last "
-                           "dim only (oneDNN 3.12 indexes it wrongly on channels-last data)")
-            continue
-        if _int8_products_saturate(ops):
-            _reject(nodes, f"int8 products on a CPU without VNNI ({library.isa().name}): oneDNN "
-                           "sums their pairs in int16, which saturates")
-            continue
-        if _pool_with_full_operand(ops, backend):
-            _reject(nodes, "a pool's result combined with a tensor that is not per channel")
-            continue
-        matmul_broadcast = _flattened_matmul_broadcast(ops, backend)
-        if matmul_broadcast == "refuse":
-            _reject(nodes, "a linear's result broadcast with a tensor oneDNN indexes wrongly")
-            continue
-        entries = [LOWERINGS[op.node.kind()] for op in ops if op.node is not None]
-        if len({op.node for op in ops}) == 1 and not entries[0].worth_alone:
-            _reject(nodes, "a lone op ATen runs as fast")
-            continue
-        text = backend.to_text(ops, in_ids, out_ids)
+        pinned = _flattened_matmul_broadcast(ops, backend) is Broadcast.PIN
         result.append(Partition(nodes, [mapped.values[i] for i in in_ids],
-                                [mapped.values[i] for i in out_ids], in_ids, out_ids, text,
-                                matmul_broadcast == "pin"
-                                or any(op.static_shapes for op in ops),
+                                [mapped.values[i] for i in out_ids], in_ids, out_ids,
+                                backend.to_text(ops, in_ids, out_ids),
+                                pinned or any(op.static_shapes for op in ops),
                                 frozenset().union(*(op.assumes_finite for op in ops))))
         log.update(NAME, f"partition [{describe(nodes)}]: {len(in_ids)} inputs, "
                          f"{len(out_ids)} outputs")

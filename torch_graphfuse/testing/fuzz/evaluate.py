@@ -183,6 +183,15 @@ def _layer_norm_ok(x: Tensor, m: Meta) -> bool:
     return float(xf.std(-1).min()) >= _margin(m)
 
 
+def _group_norm_ok(x: Tensor, m: Meta, groups: int) -> bool:
+    """As for layer_norm: no group of near-constant values."""
+    xf = x.detach().float().reshape(x.shape[0], groups, -1)
+    if xf.shape[-1] < 2:
+        return False
+    xf = torch.where(torch.isfinite(xf), xf, 0.0)
+    return float(xf.std(-1).min()) >= _margin(m)
+
+
 def admissible(op: Op, args: list[Tensor], metas: list[Meta]) -> bool:
     """Whether the op, applied to these concrete values, is well-conditioned."""
     k, a = op.kind, op.attrs
@@ -203,4 +212,6 @@ def admissible(op: Op, args: list[Tensor], metas: list[Meta]) -> bool:
         return _softplus_ok(op, args[0], metas[0])
     if k == "layer_norm":
         return _layer_norm_ok(args[0], metas[0])
+    if k == "group_norm":
+        return _group_norm_ok(args[0], metas[0], op.attrs["groups"])
     return True

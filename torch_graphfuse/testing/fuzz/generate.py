@@ -21,6 +21,7 @@ from torch_graphfuse.testing.fuzz.propose_layers import (
     p_cat,
     p_conv,
     p_diamond,
+    p_group_norm,
     p_layer_norm,
     p_linear,
     p_matmul,
@@ -58,7 +59,8 @@ from torch_graphfuse.testing.runner import precision
 
 PROPOSERS: list[tuple[Callable[[Gen], int | None], int]] = [
     (p_unary, 16), (p_binary, 14), (p_conv, 9), (p_linear, 5), (p_matmul, 4), (p_addmm, 2),
-    (p_attention, 1), (p_batch_norm, 3), (p_layer_norm, 3), (p_diamond, 2), (p_pool, 5),
+    (p_attention, 1), (p_batch_norm, 3), (p_layer_norm, 3), (p_group_norm, 2), (p_diamond, 2),
+    (p_pool, 5),
     (p_mean, 3), (p_cat, 3), (p_softmax, 3), (p_shape, 8), (p_identity, 3), (p_cast, 3),
     (p_inplace, 7), (p_unsupported, 4),
 ]

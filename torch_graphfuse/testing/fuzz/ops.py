@@ -91,7 +91,7 @@ _kind("bmm", "torch.bmm({0}, {1})")
 _kind("addmm", "torch.addmm({0}, {1}, {2}, beta={beta}, alpha={alpha})")
 for _n, _aten in (("conv1d", "conv1d"), ("conv2d", "conv2d"), ("conv3d", "conv3d"),
                   ("linear", "linear"), ("batch_norm", "batch_norm"),
-                  ("layer_norm", "layer_norm")):
+                  ("layer_norm", "layer_norm"), ("group_norm", "group_norm")):
     _kind(_n, "{layer}({0})", aten=[_aten])
 _kind("const", "{layer}", aten=[])
 # PT2E's per-tensor activation quantization (quantize makes a u8/s8 tensor).

@@ -92,6 +92,13 @@ def make_layer(op: Op) -> nn.Module | None:
         return QuantizedWeight(m) if a.get("qweight") else m
     if op.kind == "batch_norm":
         return _batch_norm(a)
+    if op.kind == "group_norm":
+        m = nn.GroupNorm(a["groups"], a["channels"], affine=a["affine"])
+        if a["affine"]:
+            _fill(m, a["seed"], 1)
+            with torch.no_grad():
+                m.weight.add_(1.0)
+        return m
     if op.kind == "layer_norm":
         m = nn.LayerNorm(a["dim"], elementwise_affine=a["affine"])
         if a["affine"]:

@@ -145,6 +145,19 @@ def p_layer_norm(g: Gen) -> int | None:
     return g.emit(Op("layer_norm", (x,), attrs))
 
 
+def p_group_norm(g: Gen) -> int | None:
+    """GroupNorm over a 3-d to 5-d value with channels a multiple of 2 (groups of 1, 2 or
+    channels / 2); oneDNN fuses it on channels-last inputs only."""
+    x = g.pick(lambda v: 3 <= len(g.shape(v)) <= 5 and g.shape(v)[1] % 2 == 0
+               and g.layer_ok(v))
+    if x is None:
+        return None
+    channels = g.shape(x)[1]
+    attrs = {"groups": choice(g.c, [1, 2, channels // 2]), "channels": channels,
+             "affine": chance(g.c, 0.7), "seed": g.seed()}
+    return g.emit(Op("group_norm", (x,), attrs))
+
+
 def p_diamond(g: Gen) -> int | None:
     """y = conv(x); bn(y) + y, or bn(conv(x)) + conv(x) (the same conv twice)."""
     y = p_conv(g)
