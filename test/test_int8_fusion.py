@@ -514,3 +514,29 @@ def test_depthwise_conv_with_a_channel_multiplier_stays_with_aten() -> None:
     _, out, graph = fuse(model, [x])
     torch.testing.assert_close(out, eager(model, [x]), rtol=1e-4, atol=1e-4)
     assert not any("aten::_convolution" in k for k in kinds(graph))
+
+
+class QDilatedConv(nn.Module):
+    """A conv whose dilated kernel meets a width-1 input: windows entirely in padding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        conv = nn.Conv2d(3, 8, (3, 2), padding=(1, 1), dilation=(1, 2), bias=False)
+        self.weight = QWeight(conv.weight.detach())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(U8_IN.qdq(x), self.weight(), padding=(1, 1), dilation=(1, 2))
+
+
+@pytest.mark.parametrize("width", [1, 6])
+def test_int8_conv_window_in_the_padding_matches_eager(width: int) -> None:
+    # Found by the fuzzer's quantized mode (seed 5, graph 44): oneDNN 3.12 gave 2.2
+    # where eager's window of padding gives 0. Width 1 stays with ATen; width 6 fuses
+    # pinned to its sizes, and a call at width 1 runs unfused.
+    model, x = QDilatedConv(), torch.randn(2, 3, 6, width)
+    module, out, graph = fuse(model, [x])
+    torch.testing.assert_close(out, eager(model, [x]), rtol=1e-4, atol=1e-4)
+    assert any("aten::_convolution" in k for k in kinds(graph)) == (VNNI and width > 1)
+    narrow = torch.randn(2, 3, 6, 1)
+    torch.testing.assert_close(run(module, [narrow]), eager(model, [narrow]),
+                               rtol=1e-4, atol=1e-4)

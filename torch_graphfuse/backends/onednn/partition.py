@@ -58,8 +58,9 @@ class Candidate:
         return self.mapped.backend
 
 
-class Broadcast(enum.Enum):
-    """What `_flattened_matmul_broadcast` finds."""
+class SizeVerdict(enum.Enum):
+    """A verdict on sizes: what `_flattened_matmul_broadcast` and `_int8_padding_windows`
+    find."""
     SAFE = "safe"
     PIN = "pin"  # safe at the profiled sizes only
     REFUSE = "refuse"
@@ -261,6 +262,30 @@ def _int8_depthwise_multiplier(ops: list[BackendOp], backend: BackendGraph) -> b
     return False
 
 
+def _int8_padding_windows(ops: list[BackendOp], backend: BackendGraph) -> SizeVerdict:
+    """An int8 convolution with a window that lies entirely in the padding (a dilated
+    kernel on a narrow input): oneDNN 3.12 computes such outputs wrongly (2.2 where
+    eager gives 0; found by the fuzzer's quantized mode), fp32 and bf16 right. REFUSE at
+    the profiled sizes, PIN where a dilated, padded kernel could meet such a size."""
+    dequantized = {t for op in ops if op.kind == "Dequantize" for t in op.outputs}
+    verdict = SizeVerdict.SAFE
+    for op in ops:
+        if op.kind != "Convolution" or op.inputs[0] not in dequantized:
+            continue
+        sizes = backend.tensors[op.inputs[0]].sizes or []
+        kernel = (backend.tensors[op.inputs[1]].sizes or [])[2:]
+        a = op.attrs
+        for n, k, s, p, d in zip(sizes[2:], kernel, a["strides"], a["pads_begin"],
+                                 a["dilations"], strict=False):
+            if d == 1 and p < k:
+                continue
+            verdict = SizeVerdict.PIN
+            out = (n + 2 * p - d * (k - 1) - 1) // s + 1
+            if any(all(not 0 <= o * s - p + j * d < n for j in range(k)) for o in range(out)):
+                return SizeVerdict.REFUSE
+    return verdict
+
+
 def _residual_of_the_anchor_source(ops: list[BackendOp]) -> bool:
     """Whether one quantized tensor is dequantized both into a convolution's or matmul's
     source and into a binary op's operand (`linear(d) + d`, d dequantized): oneDNN 3.12
@@ -273,7 +298,7 @@ def _residual_of_the_anchor_source(ops: list[BackendOp]) -> bool:
                for op in ops)
 
 
-def _flattened_matmul_broadcast(ops: list[BackendOp], backend: BackendGraph) -> Broadcast:
+def _flattened_matmul_broadcast(ops: list[BackendOp], backend: BackendGraph) -> SizeVerdict:
     """After a matmul of a batched input with a 2-d weight (a linear), a binary operand
     broadcast over a dim but the last, unless per output feature: oneDNN v3.2 flattened
     the batch dims and indexed it wrongly; 3.12 picks its reference kernel for it (which
@@ -284,9 +309,9 @@ def _flattened_matmul_broadcast(ops: list[BackendOp], backend: BackendGraph) -> 
 
     if not any(op.kind == "MatMul" and rank(op.inputs[0]) >= 3 and rank(op.inputs[1]) == 2
                for op in ops):
-        return Broadcast.SAFE
+        return SizeVerdict.SAFE
     produced = {t for op in ops for t in op.outputs}
-    verdict = Broadcast.SAFE
+    verdict = SizeVerdict.SAFE
     for op in ops:
         if op.kind not in _BINARY_OPS:
             continue
@@ -300,9 +325,9 @@ def _flattened_matmul_broadcast(ops: list[BackendOp], backend: BackendGraph) -> 
                 continue  # per output feature, or one value
             ones = [i for i, d in enumerate(sizes[:-1]) if d == 1]
             if any(result[i] > 1 for i in ones):
-                return Broadcast.REFUSE
+                return SizeVerdict.REFUSE
             if ones:
-                verdict = Broadcast.PIN
+                verdict = SizeVerdict.PIN
     return verdict
 
 
@@ -348,6 +373,9 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: _int8_depthwise_multiplier(c.ops, c.backend),
      "an int8 depthwise convolution with a channel multiplier (oneDNN 3.12 computes some "
      "wrongly)"),
+    (lambda c: _int8_padding_windows(c.ops, c.backend) is SizeVerdict.REFUSE,
+     "an int8 convolution with a window entirely in the padding (oneDNN 3.12 computes it "
+     "wrongly)"),
     (lambda c: _residual_of_another_int_type(c.ops, c.backend),
      "a dequantized residual of another integer type than the result (oneDNN reads it as "
      "the result's type)"),
@@ -366,7 +394,7 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: _pool_with_full_operand(c.ops, c.backend),
      "a pool's result combined with a tensor that is not per channel (oneDNN reads it in "
      "the wrong layout)"),
-    (lambda c: _flattened_matmul_broadcast(c.ops, c.backend) is Broadcast.REFUSE,
+    (lambda c: _flattened_matmul_broadcast(c.ops, c.backend) is SizeVerdict.REFUSE,
      "a linear's result broadcast with a tensor oneDNN indexes wrongly"),
     (_lone_op, "a lone op ATen runs as fast"),
 ]
@@ -403,7 +431,8 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
             report.add_rejected(describe(nodes), nodes, why)
             log.debug(NAME, f"partition [{describe(nodes)}] left unfused: {why}")
             continue
-        pinned = _flattened_matmul_broadcast(ops, backend) is Broadcast.PIN
+        pinned = SizeVerdict.PIN in (_flattened_matmul_broadcast(ops, backend),
+                                   _int8_padding_windows(ops, backend))
         result.append(Partition(nodes, [mapped.values[i] for i in in_ids],
                                 [mapped.values[i] for i in out_ids], in_ids, out_ids,
                                 backend.to_text(ops, in_ids, out_ids),
