@@ -6,7 +6,12 @@ statically quantized, torch_graphfuse against eager int8 PyTorch, torch.compile 
 the PT2E model, OpenVINO with NNCF, and torch_graphfuse's own fp32.
 
     python benchmarks/bench.py [--quick] [--models resnet50,bert,mlp] [--dtypes fp32,bf16,int8]
-                               [--agreement N] [--out benchmarks]
+                               [--isas native,avx2] [--agreement N] [--out benchmarks]
+
+--isas also runs every configuration under an emulated older ISA, in a child process whose
+oneDNN and ATen are limited to its kernels (avx2: an AMD Zen 2/3 or Intel client CPU;
+avx512_core: AVX-512 without VNNI or bf16). Emulation gives that CPU's kernels, not its speed:
+its rows are labelled so.
 """
 
 from __future__ import annotations
@@ -18,14 +23,17 @@ import dataclasses
 import datetime
 import functools
 import itertools
+import json
 import logging
 import math
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,16 +123,29 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return DTYPE_NAMES[dtype]
 
 
+NATIVE = "native"
+# Older ISAs emulated by limiting oneDNN (torch's and torch_graphfuse's, one library), ATen's
+# vectorized kernels and MKL (fp32 linear) in a child process.
+EMULATED_ISAS = {
+    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+             "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "avx512_core": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512",
+                    "MKL_ENABLE_INSTRUCTIONS": "AVX512"},
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     model: str  # key of FULL / QUICK
     workload: Workload
     batch: int
     dtype: torch.dtype
+    isa: str = NATIVE  # NATIVE, or a key of EMULATED_ISAS
 
     @property
     def label(self) -> str:
-        return f"{self.workload.name} b{self.batch} {_dtype_name(self.dtype)}"
+        emulated = "" if self.isa == NATIVE else f" [{self.isa}, emulated]"
+        return f"{self.workload.name} b{self.batch} {_dtype_name(self.dtype)}{emulated}"
 
 
 def configs(models: Sequence[str], quick: bool,
@@ -658,23 +679,41 @@ def gemm_gflops(probe: StallProbe) -> dict[str, Ceilings]:
     """GFLOP/s of a GEMM_SIZE^3 linear per way of running it in torch, per dtype; and GOP/s of
     the int8 ones."""
     gflops: dict[str, Ceilings] = {}
+
+    def rate(gemm: Callable[[], Call]) -> float:
+        """NaN where this CPU cannot run it (torch's prepacked bf16 linear needs
+        AVX-512 bf16, say)."""
+        probe.wait(10.0)
+        try:
+            with torch.no_grad():
+                ms = runner.median_ms(gemm(), warmup=2, iters=10)
+        except RuntimeError as e:
+            _progress(f"  not on this CPU: {str(e).splitlines()[0][:120]}")
+            return math.nan
+        return 2 * GEMM_SIZE ** 3 / ms / 1e6
+
     for name, gemm in GEMMS.items():
         gflops[name] = {}
         for dtype in DTYPES:
             a = torch.randn(GEMM_SIZE, GEMM_SIZE).to(dtype)
             w = torch.randn(GEMM_SIZE, GEMM_SIZE).to(dtype)
-            probe.wait(10.0)
-            with torch.no_grad():
-                ms = runner.median_ms(gemm(a, w), warmup=2, iters=10)
-            gflops[name][dtype] = 2 * GEMM_SIZE ** 3 / ms / 1e6
-        _progress(f"GEMM {name}: " + ", ".join(f"{_dtype_name(d)} {g:.0f} GFLOP/s"
+            gflops[name][dtype] = rate(functools.partial(gemm, a, w))
+        _progress(f"GEMM {name}: " + ", ".join(f"{_dtype_name(d)} {_rate(g)} GFLOP/s"
                                                for d, g in gflops[name].items()))
     for name, gemm in _int8_gemms().items():
-        probe.wait(10.0)
-        ms = runner.median_ms(gemm, warmup=2, iters=10)
-        gflops[name] = {INT8: 2 * GEMM_SIZE ** 3 / ms / 1e6}
-        _progress(f"GEMM {name}: int8 {gflops[name][INT8]:.0f} GOP/s")
+        gflops[name] = {INT8: rate(lambda gemm=gemm: gemm)}
+        _progress(f"GEMM {name}: int8 {_rate(gflops[name][INT8])} GOP/s")
     return gflops
+
+
+def _rate(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.0f}"
+
+
+def _best(values: Iterable[float]) -> float:
+    """The largest measured value; NaN when none was measured."""
+    measured = [v for v in values if not math.isnan(v)]
+    return max(measured) if measured else math.nan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -732,12 +771,18 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
             *("| " + " | ".join(row) + " |" for row in rows)]
 
 
+def _isa_cell(config: Config) -> str:
+    if config.isa == NATIVE:
+        return torch_graphfuse.onednn_info()["isa"] or "?"
+    return f"{config.isa} (emulated)"
+
+
 def _row_start(config: Config) -> list[str]:
-    return [config.workload.name, str(config.batch), _dtype_name(config.dtype)]
+    return [config.workload.name, str(config.batch), _dtype_name(config.dtype), _isa_cell(config)]
 
 
 def latency_table(runs: Runs) -> list[str]:
-    header = ["model", "batch", "dtype", *(f"{p.label} ms" for p in PEERS),
+    header = ["model", "batch", "dtype", "ISA", *(f"{p.label} ms" for p in PEERS),
               "speedup vs oneDNN fuser", "speedup vs inductor", "torch_graphfuse max abs diff",
               "torch_graphfuse groups", "rounds (stalled calls)"]
     rows = []
@@ -754,7 +799,7 @@ def latency_table(runs: Runs) -> list[str]:
 
 def first_call_table(runs: Runs) -> list[str]:
     peers = [p for p in PEERS if p.first_calls]
-    header = ["model", "batch", "dtype", *(p.label for p in peers),
+    header = ["model", "batch", "dtype", "ISA", *(p.label for p in peers),
               "torch_graphfuse / built-in"]
     rows = []
     for c, run in runs.items():
@@ -773,22 +818,23 @@ def _first_cell(ms: float | str | None) -> str:
 
 def accuracy_table(runs: Runs) -> list[str]:
     peers = PEERS[1:]
-    header = ["model", "batch", "dtype", *(p.label for p in peers)]
+    header = ["model", "batch", "dtype", "ISA", *(p.label for p in peers)]
     rows = [[*_row_start(c), *(_cell(run.results[p.key], lambda m: f"{m.diff:.2e}")
                                for p in peers)] for c, run in runs.items()]
     return _table(header, rows)
 
 
-def throughput_table(runs: Runs, ceilings: Ceilings) -> list[str]:
-    header = ["model", "batch", "dtype", "GFLOP per call", *(p.label for p in PEERS)]
+def throughput_table(runs: Runs, ceilings: dict[str, Ceilings]) -> list[str]:
+    header = ["model", "batch", "dtype", "ISA", "GFLOP per call", *(p.label for p in PEERS)]
     rows = []
     for config, run in runs.items():
         flops = config.workload.flops(config.batch)
-        ceiling = ceilings[config.dtype]
+        ceiling = ceilings[config.isa][config.dtype]
 
         def gflops(m: Measurement, flops: float = flops, ceiling: float = ceiling) -> str:
             rate = flops / m.ms / 1e6
-            return f"{rate:.0f} ({100 * rate / ceiling:.0f}%)"
+            share = "" if math.isnan(ceiling) else f" ({100 * rate / ceiling:.0f}%)"
+            return f"{rate:.0f}{share}"
 
         rows.append([*_row_start(config), f"{flops / 1e9:.2f}",
                      *(_cell(run.results[p.key], gflops) for p in PEERS)])
@@ -796,14 +842,19 @@ def throughput_table(runs: Runs, ceilings: Ceilings) -> list[str]:
 
 
 def geomean_lines(runs: Runs) -> list[str]:
+    """Per ISA the runs were made on, torch_graphfuse's geomean speedup over each peer."""
     lines = []
-    for peer in PEERS[:-1]:
-        speedups = [s for s in (_speedup(run.results, peer.key) for run in runs.values()) if s]
-        if speedups:
-            mean = math.exp(sum(map(math.log, speedups)) / len(speedups))
-            lines.append(f"- over {peer.label}: {mean:.2f}x ({len(speedups)} configurations)")
-        else:
-            lines.append(f"- over {peer.label}: no configuration where both ran")
+    for isa in dict.fromkeys(c.isa for c in runs):
+        on = [run for c, run in runs.items() if c.isa == isa]
+        where = next(_isa_cell(c) for c in runs if c.isa == isa)
+        for peer in PEERS[:-1]:
+            speedups = [s for s in (_speedup(run.results, peer.key) for run in on) if s]
+            if speedups:
+                mean = math.exp(sum(map(math.log, speedups)) / len(speedups))
+                lines.append(f"- {where}, over {peer.label}: {mean:.2f}x "
+                             f"({len(speedups)} configurations)")
+            else:
+                lines.append(f"- {where}, over {peer.label}: no configuration where both ran")
     return lines
 
 
@@ -816,13 +867,13 @@ def failure_lines(runs: Runs) -> list[str]:
 
 def int8_latency_table(runs: Runs) -> list[str]:
     quantized = INT8_PEERS[1:]
-    header = ["model", "batch", *(f"{p.label} ms" for p in INT8_PEERS),
+    header = ["model", "batch", "ISA", *(f"{p.label} ms" for p in INT8_PEERS),
               *(f"{p.label}: speedup vs torch_graphfuse fp32" for p in quantized),
               "torch_graphfuse int8 groups", "rounds (stalled calls)"]
     rows = []
     for config, run in runs.items():
         speedups = [_speedup(run.results, GRAPHFUSE_FP32.key, p.key) for p in quantized]
-        rows.append([config.workload.name, str(config.batch),
+        rows.append([config.workload.name, str(config.batch), _isa_cell(config),
                      *(_cell(run.results[p.key], lambda m: f"{m.ms:.2f}") for p in INT8_PEERS),
                      *("-" if s is None else f"{s:.2f}x" for s in speedups),
                      _cell(run.results[GRAPHFUSE_INT8.key], lambda m: m.note),
@@ -839,33 +890,35 @@ def _agreement_cell(result: Result) -> str:
 
 
 def int8_accuracy_table(runs: Runs) -> list[str]:
-    header = ["model", "batch", *(f"{p.label}: max abs diff" for p in INT8_PEERS),
+    header = ["model", "batch", "ISA", *(f"{p.label}: max abs diff" for p in INT8_PEERS),
               *(f"{p.label}: top-1 agreement" for p in INT8_PEERS)]
-    rows = [[c.workload.name, str(c.batch),
+    rows = [[c.workload.name, str(c.batch), _isa_cell(c),
              *(_cell(run.results[p.key], lambda m: f"{m.diff:.2e}") for p in INT8_PEERS),
              *(_agreement_cell(run.results[p.key]) for p in INT8_PEERS)]
             for c, run in runs.items()]
     return _table(header, rows)
 
 
-def int8_throughput_table(runs: Runs, ceilings: Ceilings) -> list[str]:
-    header = ["model", "batch", "GOP per call", *(p.label for p in INT8_PEERS)]
+def int8_throughput_table(runs: Runs, ceilings: dict[str, Ceilings]) -> list[str]:
+    header = ["model", "batch", "ISA", "GOP per call", *(p.label for p in INT8_PEERS)]
     rows = []
     for config, run in runs.items():
         ops = config.workload.flops(config.batch)
 
         def rate(m: Measurement, ceiling: float, ops: float = ops) -> str:
             gops = ops / m.ms / 1e6
-            return f"{gops:.0f} ({100 * gops / ceiling:.0f}%)"
+            share = "" if math.isnan(ceiling) else f" ({100 * gops / ceiling:.0f}%)"
+            return f"{gops:.0f}{share}"
 
         cells = [_cell(run.results[p.key], functools.partial(
-            rate, ceiling=ceilings[torch.float32 if p is GRAPHFUSE_FP32 else INT8]))
+            rate, ceiling=ceilings[config.isa][torch.float32 if p is GRAPHFUSE_FP32 else INT8]))
             for p in INT8_PEERS]
-        rows.append([config.workload.name, str(config.batch), f"{ops / 1e9:.2f}", *cells])
+        rows.append([config.workload.name, str(config.batch), _isa_cell(config),
+                     f"{ops / 1e9:.2f}", *cells])
     return _table(header, rows)
 
 
-def int8_lines(runs: Runs, ceilings: Ceilings, samples: int) -> list[str]:
+def int8_lines(runs: Runs, ceilings: dict[str, Ceilings], samples: int) -> list[str]:
     return [
         "Statically quantized models: per-tensor u8 activations, per-channel s8 weights, "
         "calibrated on the same synthetic batches for every recipe "
@@ -890,22 +943,22 @@ def gemm_lines(measured: Sequence[dict[str, Ceilings]]) -> list[str]:
     lines = [f"GEMM ({GEMM_SIZE}^3 linear) GFLOP/s, measured at the start and at the end of the "
              "run; the best oneDNN one is the ceiling (int8: the best of both int8 GEMMs):", ""]
     for name in GEMMS:
-        values = "; ".join(", ".join(f"{m[name][d]:.0f}" for d in DTYPES) for m in measured)
+        values = "; ".join(", ".join(_rate(m[name][d]) for d in DTYPES) for m in measured)
         lines.append(f"- {name}: fp32, bf16 = {values}")
     for name in INT8_GEMMS:
-        values = "; ".join(f"{m[name][INT8]:.0f}" for m in measured)
+        values = "; ".join(_rate(m[name][INT8]) for m in measured)
         lines.append(f"- {name}: int8 GOP/s = {values}")
     best = best_ceilings(measured)
-    lines += ["", f"Ceiling: {best[torch.float32]:.0f} GFLOP/s fp32, "
-              f"{best[torch.bfloat16]:.0f} GFLOP/s bf16, {best[INT8]:.0f} GOP/s int8 "
+    lines += ["", f"Ceiling: {_rate(best[torch.float32])} GFLOP/s fp32, "
+              f"{_rate(best[torch.bfloat16])} GFLOP/s bf16, {_rate(best[INT8])} GOP/s int8 "
               f"({best[INT8] / best[torch.float32]:.1f}x fp32)."]
     return lines
 
 
 def best_ceilings(measured: Sequence[dict[str, Ceilings]]) -> Ceilings:
     ceiling = next(iter(GEMMS))
-    best = {dtype: max(m[ceiling][dtype] for m in measured) for dtype in DTYPES}
-    best[INT8] = max(m[name][INT8] for m in measured for name in INT8_GEMMS)
+    best = {dtype: _best(m[ceiling][dtype] for m in measured) for dtype in DTYPES}
+    best[INT8] = _best(m[name][INT8] for m in measured for name in INT8_GEMMS)
     return best
 
 
@@ -921,15 +974,19 @@ def overhead_lines(overhead: Overhead) -> list[str]:
             f"{CHAIN_LENGTH} linear+relu pairs = {per_pair:.1f} us per pair"]
 
 
-def report(runs: Runs, gemms: Sequence[dict[str, Ceilings]], overhead: Overhead | None,
-           command: str, quick: bool, samples: int) -> str:
+def report(runs: Runs, gemms: dict[str, Sequence[dict[str, Ceilings]]],
+           overhead: Overhead | None, command: str, quick: bool, samples: int) -> str:
+    """`gemms`: per ISA the runs were made on, its GEMM measurements."""
     int8_runs = {c: run for c, run in runs.items() if c.dtype == INT8}
     float_runs = {c: run for c, run in runs.items() if c.dtype != INT8}
+    ceilings = {isa: best_ceilings(measured) for isa, measured in gemms.items()}
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    emulated = [isa for isa in gemms if isa != NATIVE]
     lines = [
         "# torch_graphfuse benchmark" + (" (quick smoke run)" if quick else ""), "",
-        f"Machine: {_cpu_model()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
-        f"oneDNN {torch_graphfuse._C._onednn_version()} (torch_graphfuse)  ",
+        f"Machine: {_cpu_model()} (oneDNN's ISA: {torch_graphfuse.onednn_info()['isa']}), "
+        f"{torch.get_num_threads()} threads, torch {torch.__version__}, oneDNN "
+        f"{torch_graphfuse.onednn_info()['version']} (torch's, used by torch_graphfuse)  ",
         f"Date: {date}  ", f"Command: `{command}`", "",
         "Median latency in ms after warm-up. The peers run in rounds of one call each, so that "
         "changes in the machine's speed hit them alike; calls around which a probe saw the "
@@ -939,6 +996,13 @@ def report(runs: Runs, gemms: Sequence[dict[str, Ceilings]], overhead: Overhead 
         "Speedups are torch_graphfuse's over that peer; max abs diff is against eager in the "
         "same dtype.", "",
     ]
+    if emulated:
+        lines += [
+            "Rows marked emulated ran in a child process with oneDNN, ATen and MKL limited to "
+            "that ISA's kernels (" + "; ".join(
+                f"{isa}: " + " ".join(f"{k}={v}" for k, v in EMULATED_ISAS[isa].items())
+                for isa in emulated) + "): the kernels and results of such a CPU, at this "
+            "machine's clock, cache and memory, so an approximation of its speed.", ""]
     if float_runs:
         lines += [
             "## Latency", "", *latency_table(float_runs), "",
@@ -946,11 +1010,15 @@ def report(runs: Runs, gemms: Sequence[dict[str, Ceilings]], overhead: Overhead 
             *first_call_lines(float_runs, quick),
             "## Max abs diff vs eager", "", *accuracy_table(float_runs), "",
         ]
-    lines += ["## Achieved GFLOP/s (fraction of the GEMM ceiling)", "", *gemm_lines(gemms), ""]
+    lines += ["## Achieved GFLOP/s (fraction of the GEMM ceiling)", ""]
+    for isa, measured in gemms.items():
+        if len(gemms) > 1:
+            lines += [f"### {'native' if isa == NATIVE else isa + ' (emulated)'}", ""]
+        lines += [*gemm_lines(measured), ""]
     if float_runs:
-        lines += [*throughput_table(float_runs, best_ceilings(gemms)), ""]
+        lines += [*throughput_table(float_runs, ceilings), ""]
     if int8_runs:
-        lines += ["## int8", "", *int8_lines(int8_runs, best_ceilings(gemms), samples)]
+        lines += ["## int8", "", *int8_lines(int8_runs, ceilings, samples)]
     if overhead is not None:
         lines += ["## Per-call overhead of a fusion group", "", *overhead_lines(overhead), ""]
     failures = failure_lines(runs)
@@ -1026,6 +1094,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         f"{AGREEMENT_SAMPLES_QUICK} with --quick)")
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default: benchmarks/, and *-quick files for --quick)")
+    parser.add_argument("--isas", default=NATIVE,
+                        help=f"comma-separated ISAs to run on: {NATIVE} (this CPU) and "
+                        f"emulated {', '.join(EMULATED_ISAS)} (see the module's doc)")
+    # internal: a child process run under an emulated ISA (see run_emulated)
+    parser.add_argument("--isa-child", choices=list(EMULATED_ISAS), help=argparse.SUPPRESS)
+    parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)
     # internal: the fresh process that times one peer's first call (see first_calls)
     parser.add_argument("--first-call", choices=[p.key for p in PEERS if p.first_calls],
                         help=argparse.SUPPRESS)
@@ -1033,6 +1107,71 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--dtype", choices=[_dtype_name(d) for d in DTYPES],
                         help=argparse.SUPPRESS)
     return parser.parse_args(argv)
+
+
+def run_all(todo: Sequence[Config], timing: Timing, quick: bool,
+            samples: int) -> tuple[Runs, list[dict[str, Ceilings]], Overhead | None]:
+    """Every configuration in this process, between two GEMM measurements."""
+    probe = StallProbe()
+    gemms = [gemm_gflops(probe)]
+    runs: Runs = {}
+    for i, config in enumerate(todo, 1):
+        _progress(f"[{i}/{len(todo)}] {config.label}")
+        if config.dtype != INT8:
+            runs[config] = run_config(config, timing, probe, quick)
+            continue
+        try:
+            runs[config] = run_int8_config(config, timing, probe, quick, samples)
+        except Exception as error:  # quantizing failed: every int8 peer reports why
+            _progress(f"  {config.label} | quantization failed: {_failure(error)}")
+            runs[config] = Comparison({p.key: f"quantization: {_failure(error)}"
+                                       for p in INT8_PEERS}, {}, 0, 0)
+    try:
+        overhead: Overhead | None = chain_overhead(timing, probe)
+    except Exception as error:  # left out of the report, never ends the run
+        _progress(f"per-group overhead: failed: {_failure(error)}")
+        overhead = None
+    gemms.append(gemm_gflops(probe))
+    return runs, gemms, overhead
+
+
+def _encode(runs: Runs, gemms: Sequence[dict[str, Ceilings]]) -> dict[str, Any]:
+    def result(r: Result) -> Any:
+        return r if isinstance(r, str) else dataclasses.asdict(r)
+
+    return {
+        "runs": [{"model": c.model, "batch": c.batch, "dtype": _dtype_name(c.dtype),
+                  "results": {k: result(r) for k, r in run.results.items()},
+                  "first_ms": run.first_ms, "rounds": run.rounds, "stalled": run.stalled}
+                 for c, run in runs.items()],
+        "gemms": [{name: {_dtype_name(d): v for d, v in c.items()} for name, c in g.items()}
+                  for g in gemms]}
+
+
+def _decode(data: dict[str, Any], isa: str, quick: bool) -> tuple[Runs, list[dict[str, Ceilings]]]:
+    workloads = QUICK if quick else FULL
+    dtypes = {name: d for d, name in DTYPE_NAMES.items()}
+    runs: Runs = {}
+    for r in data["runs"]:
+        config = Config(r["model"], workloads[r["model"]], r["batch"], dtypes[r["dtype"]], isa)
+        results = {k: v if isinstance(v, str) else Measurement(**v)
+                   for k, v in r["results"].items()}
+        runs[config] = Comparison(results, r["first_ms"], r["rounds"], r["stalled"])
+    gemms = [{name: {dtypes[d]: v for d, v in c.items()} for name, c in g.items()}
+             for g in data["gemms"]]
+    return runs, gemms
+
+
+def run_emulated(isa: str, argv: Sequence[str],
+                 quick: bool) -> tuple[Runs, list[dict[str, Ceilings]]]:
+    """The same configurations in a child process limited to an older ISA's kernels."""
+    _progress(f"on emulated {isa}: a child process with "
+              + " ".join(f"{k}={v}" for k, v in EMULATED_ISAS[isa].items()))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "runs.json"
+        subprocess.run([sys.executable, __file__, *argv, "--isa-child", isa, "--json", str(path)],
+                       env={**os.environ, **EMULATED_ISAS[isa]}, check=True)
+        return _decode(json.loads(path.read_text()), isa, quick)
 
 
 def main(argv: Sequence[str]) -> None:
@@ -1044,39 +1183,50 @@ def main(argv: Sequence[str]) -> None:
                    [d.strip() for d in args.dtypes.split(",") if d.strip()])
     samples = args.agreement or (AGREEMENT_SAMPLES_QUICK if args.quick else AGREEMENT_SAMPLES)
     timing = Timing(2, 10, 2.0) if args.quick else Timing(3, 20, 20.0)
-    suffix = "-quick" if args.quick and args.out is None else ""
-    out = args.out or Path(__file__).resolve().parent
-    out.mkdir(parents=True, exist_ok=True)
     torch._C._jit_set_autocast_mode(False)
     for message in quantize.DEPRECATIONS:  # the FX int8 models warn as they run
         warnings.filterwarnings("ignore", message=message)
-    probe = StallProbe()
+    if args.isa_child:
+        runs, gemms, _ = run_all(todo, timing, args.quick, samples)
+        args.json.write_text(json.dumps(_encode(runs, gemms)))
+        return
+    isas = [i.strip() for i in args.isas.split(",") if i.strip()]
+    unknown = set(isas) - {NATIVE, *EMULATED_ISAS}
+    if unknown:
+        raise SystemExit(f"unknown ISAs: {', '.join(sorted(unknown))}")
+    suffix = "-quick" if args.quick and args.out is None else ""
+    out = args.out or Path(__file__).resolve().parent
+    out.mkdir(parents=True, exist_ok=True)
 
-    gemms = [gemm_gflops(probe)]
     runs: Runs = {}
-    for i, config in enumerate(todo, 1):
-        _progress(f"[{i}/{len(todo)}] {config.label}")
-        if config.dtype != INT8:
-            runs[config] = run_config(config, timing, probe, args.quick)
-            continue
-        try:
-            runs[config] = run_int8_config(config, timing, probe, args.quick, samples)
-        except Exception as error:  # quantizing failed: every int8 peer reports why
-            _progress(f"  {config.label} | quantization failed: {_failure(error)}")
-            runs[config] = Comparison({p.key: f"quantization: {_failure(error)}"
-                                       for p in INT8_PEERS}, {}, 0, 0)
-    try:
-        overhead: Overhead | None = chain_overhead(timing, probe)
-    except Exception as error:  # left out of the report, never ends the run
-        _progress(f"per-group overhead: failed: {_failure(error)}")
-        overhead = None
-    gemms.append(gemm_gflops(probe))
+    gemms: dict[str, Sequence[dict[str, Ceilings]]] = {}
+    overhead = None
+    for isa in isas:
+        if isa == NATIVE:
+            native, gemms[isa], overhead = run_all(todo, timing, args.quick, samples)
+            runs.update(native)
+        else:
+            emulated, gemms[isa] = run_emulated(isa, _without_isas(argv), args.quick)
+            runs.update(emulated)
 
     results = out / f"RESULTS{suffix}.md"
     results.write_text(report(runs, gemms, overhead, " ".join(["python", *sys.argv]),
                               args.quick, samples))
     plot(runs, out / f"speedup{suffix}.png")
     _progress(f"wrote {results} and {out / f'speedup{suffix}.png'}")
+
+
+def _without_isas(argv: Sequence[str]) -> list[str]:
+    """argv less its --isas option (the parent runs each ISA itself)."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--isas":
+            skip = True
+        elif not arg.startswith("--isas="):
+            kept.append(arg)
+    return kept
 
 
 if __name__ == "__main__":
