@@ -140,6 +140,13 @@ class Kernel : public GroupBase {
     if (node->hasAttribute(attr::any_layout))
       for (auto i : node->is(attr::any_layout)) any_layout_.at(i) = true;
     if (node->hasAttribute(attr::prepared)) prepared_ = take_prepared(node->i(attr::prepared));
+    for (auto id : desc_.inputs) {
+      bool read = false, others = false;
+      for (const auto& op : desc_.ops)
+        for (auto in : op.inputs)
+          if (in == id) (op.kind == dg::op::kind::MatMul ? read : others) = true;
+      matmul_only_.push_back(read && !others);
+    }
     free_layout_.assign(desc_.inputs.size(), false);
     if (node->hasAttribute(attr::free_layout))
       for (auto i : node->is(attr::free_layout)) free_layout_.at(i) = true;
@@ -157,12 +164,19 @@ class Kernel : public GroupBase {
     strides.reserve(n);
     layouts.reserve(n);
     given.reserve(n);
-    for (auto& iv : torch::jit::last(stack, n)) {
-      const auto& t = iv.toTensor();
+    auto args = torch::jit::last(stack, n);
+    for (size_t i = 0; i < n; ++i) {
+      const auto& t = args[i].toTensor();
       layouts.push_back(input_layout(t));
-      given.push_back(layouts.back() == Layout::kOther ? t.strides().vec() : Dims{});
-      inputs.push_back(bindable(t));
-      strides.push_back(canonical_strides(inputs.back()));
+      bool other = layouts.back() == Layout::kOther;
+      given.push_back(other ? t.strides().vec() : Dims{});
+      if (other && matmul_only_[i]) {
+        inputs.push_back(t);
+        strides.push_back(given.back());
+      } else {
+        inputs.push_back(bindable(t));
+        strides.push_back(canonical_strides(inputs.back()));
+      }
     }
     auto entry = lookup(inputs, strides, layouts, given);
     if (!entry->compiled) {
@@ -175,11 +189,13 @@ class Kernel : public GroupBase {
   }
 
  private:
-  // Inputs are bound in the two layouts oneDNN v3.2 computes right with
-  // every op: row-major, and channels-last for 4-d/5-d tensors. It returns
-  // garbage for some others (column-major operands of a broadcasting binary
-  // op), so any other layout is copied to row-major first. A 0-dim tensor (a
-  // scalar operand) is bound as shape [1].
+  // Inputs are bound in the two layouts oneDNN computes right with every op:
+  // row-major, and channels-last for 4-d/5-d tensors. It returns garbage for
+  // some others (column-major operands of a broadcasting binary op: 1.6e29 on
+  // 3.12 as on v3.2, in torch's LLGA fuser, which passes them on), so any
+  // other layout is copied to row-major first, unless only matmuls read the
+  // input (attention's permuted heads: copying them cost 130 us of a 10 ms
+  // BERT layer). A 0-dim tensor (a scalar operand) is bound as shape [1].
   static at::Tensor bindable(const at::Tensor& t) {
     if (t.dim() == 0) return t.reshape({1});
     if (t.is_contiguous() || channels_last(t)) return t;
@@ -338,7 +354,7 @@ class Kernel : public GroupBase {
                                           : generic_partition();
       compiled = compile_partition(desc_, in_lts, output_lts(profiled, true), profiled, prepared,
                                    why);
-      // Where oneDNN answers `any` with a blocked layout (v3.2 picks strided
+      // Where oneDNN answers `any` with a blocked layout (3.12 picks strided
       // NHWC on x86), compile again with every output strided.
       if (compiled && !all_strided(*compiled))
         compiled = compile_partition(desc_, in_lts, output_lts(profiled, false), profiled,
@@ -520,6 +536,7 @@ class Kernel : public GroupBase {
   const GraphDesc desc_;
   std::vector<bool> any_layout_;  // per output: only other fusion groups read it
   std::vector<bool> free_layout_;  // per input: another group wrote it in oneDNN's layout
+  std::vector<bool> matmul_only_;  // per input: only MatMul ops read it (bound as it comes)
   std::optional<Prepared> prepared_;  // this group's partition, found in the pipeline
   std::optional<Prepared> generic_;   // its partition for any sizes (generic_partition)
   bool generic_tried_ = false;
