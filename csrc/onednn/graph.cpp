@@ -449,11 +449,9 @@ std::optional<Compiled> compile_partition(const GraphDesc& desc,
     why = std::string("oneDNN compile failed: ") + e.what();
     return std::nullopt;
   }
-  // A reference implementation is orders of magnitude slower than ATen
-  // (an eltwise op with a binary post-op: 110 ms against 0.3 ms).
   for (const auto& p : created)
-    if (p.reference()) {
-      why = "oneDNN would run it with its reference implementation (" + p.kind + " " +
+    if (const char* slow = p.slow()) {
+      why = std::string("oneDNN would run it with ") + slow + " (" + p.kind + " " +
             p.implementation + "), slower than ATen";
       return std::nullopt;
     }
