@@ -359,7 +359,8 @@ def test_softplus_of_large_negatives_stays_positive(dtype: str) -> None:
     assert_matches(out, eager(model, [a, b], dtype), dtype)
 
 
-def _error_against_float64(model: nn.Module, out: torch.Tensor, inputs: list[torch.Tensor]) -> float:
+def _error_against_float64(model: nn.Module, out: torch.Tensor,
+                           inputs: list[torch.Tensor]) -> float:
     exact = model.double()(*[t.double() for t in inputs])
     model.float()
     return (out.double() - exact).abs().max().item()
