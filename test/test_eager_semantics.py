@@ -387,3 +387,16 @@ def test_layer_norm_is_as_accurate_as_eagers(case: str) -> None:
     assert_matches(out, expected, "fp32")
     fused_error = _error_against_float64(model, out, inputs)
     assert fused_error <= 2 * _error_against_float64(model, expected, inputs) + 1e-7
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 32), (1, 4, 8, 32)])
+def test_binary_chain_with_a_full_operand_then_two_per_channel_ones(shape) -> None:  # noqa: ANN001
+    # Found by the zoo (MobileBERT's embeddings, then DeiT's, in bf16): oneDNN 3.12 ran
+    # (x + pos + y) * w + b with relative error 1.0 on rank >= 3.
+    model = Program(lambda self, x, y: ((x + self.pos) + y) * self.w + self.b)
+    model.pos = nn.Parameter(torch.randn(shape))
+    model.w, model.b = nn.Parameter(torch.randn(shape[-1])), nn.Parameter(torch.randn(shape[-1]))
+    inputs = [torch.randn(shape), torch.randn(shape)]
+    for dtype in ("fp32", "bf16"):
+        _, out, _ = fuse(model, inputs, dtype)
+        assert_matches(out, eager(model, inputs, dtype), dtype)

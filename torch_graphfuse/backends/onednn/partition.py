@@ -232,6 +232,34 @@ def _binary_head_with_width_operand(ops: list[BackendOp], backend: BackendGraph)
                and any(t not in produced and width_only(t) for t in op.inputs) for op in ops)
 
 
+def _full_then_two_width_operands(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether a binary op heads the partition and, after it, a binary op with an operand
+    of the result's shape comes before two binary ops with operands that vary along the
+    last dim only: oneDNN 3.12's binary kernel applies those post-ops wrongly on tensors of
+    rank >= 3 (MobileBERT's `(x + pos + tok) * w + b`: relative error 1.0; a sweep of
+    two and three post-ops after `x + c` and `x * 2.0` found this order only)."""
+    produced = {t for op in ops for t in op.outputs}
+
+    def sizes(t: int) -> list[int]:
+        return backend.tensors[t].sizes or []
+
+    binaries = sorted((op for op in ops if op.kind in _BINARY_OPS), key=lambda op: op.id)
+    if not binaries or any(t in produced for t in binaries[0].inputs):
+        return False
+    full_seen, widths = False, 0
+    for op in binaries[1:]:
+        operands = [t for t in op.inputs if t not in produced]
+        result = sizes(op.outputs[0])
+        if len(result) < 3 or not operands:
+            continue
+        s = sizes(operands[0])
+        if s == result:
+            full_seen = True
+        elif full_seen and s and s[-1] > 1 and all(d == 1 for d in s[:-1]):
+            widths += 1
+    return widths >= 2
+
+
 def _int8_products_saturate(ops: list[BackendOp]) -> bool:
     """Whether a convolution or matmul multiplies two int8 tensors on a CPU without
     VNNI: oneDNN then multiplies u8 x s8 pairs with vpmaddubsw, which saturates each
@@ -388,6 +416,9 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: _binary_head_with_width_operand(c.ops, c.backend),
      "a binary op's chain with an operand that varies along the last dim only (oneDNN 3.12 "
      "indexes it wrongly on channels-last data)"),
+    (lambda c: _full_then_two_width_operands(c.ops, c.backend),
+     "a binary op's chain with a full-size operand, then two that vary along the last dim "
+     "only (oneDNN 3.12 applies them wrongly)"),
     (lambda c: _int8_products_saturate(c.ops),
      "int8 products on a CPU without VNNI ({isa}): oneDNN sums their pairs in int16, which "
      "saturates"),
