@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up torch_graphfuse from a fresh clone, idempotently: a virtual environment
-# in .venv, torch 2.13.0 (CPU), oneDNN v3.2 (Graph API) from PyPI, cuDNN and its frontend
-# (the optional `cuda` extra, for the no-GPU cuDNN tests), and the C++
+# in .venv, torch 2.13.0 (CPU; its own oneDNN is the one the plugin uses), cuDNN and its
+# frontend (the optional `cuda` extra, for the no-GPU cuDNN tests), the model zoo's
+# libraries (the optional `zoo` extra, --no-deps beside the CPU torch), and the C++
 # extension built with CMake + Ninja into build/cmake (incremental on rebuild).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,14 +17,16 @@ fi
 . "$venv/bin/activate"
 
 # requirements-cuda.txt is the optional `cuda` extra (cuDNN and its frontend, no GPU needed):
-# installed here so that the cuDNN test tiers that need no device always run.
+# installed here so that the cuDNN test tiers that need no device always run; likewise
+# requirements-zoo.txt (transformers, timm, torchvision) for the zoo's test slice.
 stamp="$venv/.requirements.sha"
-want=$(cat requirements.txt requirements-cuda.txt | sha256sum | cut -d' ' -f1)
+want=$(cat requirements.txt requirements-cuda.txt requirements-zoo.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing requirements"
   python -m pip install -q --upgrade pip
   python -m pip install -q "$(grep '^torch==' requirements.txt)"
   python -m pip install -q -r requirements.txt -r requirements-cuda.txt
+  python -m pip install -q --no-deps -r requirements-zoo.txt
   echo "$want" > "$stamp"
 fi
 

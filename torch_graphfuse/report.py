@@ -83,11 +83,27 @@ class FusionReport:
             raise ValueError("this report holds no graph to draw")
         return picture.write(self.graph, Path(path))
 
+    @property
+    def fused_ops(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+    @property
+    def total_ops(self) -> int:
+        """The ops the fuser looked at: fused, unmapped, or in a region left unfused."""
+        return self.fused_ops + len(self.unmapped) + sum(
+            region.count(",") + 1 for region, _ in self.rejected)
+
+    def top_reasons(self, count: int = 3) -> list[tuple[str, int]]:
+        """The commonest reasons ops stayed with ATen ("aten::view: argument 1 is not a
+        constant", ...), with the number of ops each kept out, most first."""
+        ops: Counter[str] = Counter(f"{kind}: {why}" for kind, why in self.unmapped)
+        for region, why in self.rejected:
+            ops[f"[{region}]: {why}"] += region.count(",") + 1
+        return ops.most_common(count)
+
     def __str__(self) -> str:
-        fused = sum(len(g) for g in self.groups)
-        total = fused + len(self.unmapped) + sum(r.count(",") + 1 for r, _ in self.rejected)
         lines = [f"torch_graphfuse: {len(self.groups)} fusion groups, "
-                 f"{fused} of {total} aten ops fused"]
+                 f"{self.fused_ops} of {self.total_ops} aten ops fused"]
         lines += [f"  group {i}: {', '.join(k.split('::')[-1] for k in g)}"
                   for i, g in enumerate(self.groups, 1)]
         if self.unmapped:

@@ -1,0 +1,41 @@
+"""The zoo's small slice: each architecture of transformers, timm and torchvision, in small
+configs, fused and compared with eager, fp32 and bf16 (autocast)."""
+
+from __future__ import annotations
+
+import pytest
+from fusion_check import eager, fuse
+
+from torch_graphfuse import last_report
+from torch_graphfuse.testing import runner, zoo
+
+pytestmark = pytest.mark.skipif(zoo.missing() is not None, reason=str(zoo.missing()))
+
+
+def test_zoo_covers_the_families_users_deploy() -> None:
+    families = {m.family.split(" (")[0] for m in zoo.MODELS.values()}
+    assert len(zoo.MODELS) >= 25
+    assert {"encoder", "decoder", "encoder-decoder", "vision transformer", "convnet",
+            "mlp-mixer", "audio encoder"} <= families
+    assert any("windowed" in m.family for m in zoo.MODELS.values())
+
+
+@pytest.mark.parametrize("name", sorted(zoo.MODELS))
+def test_zoo_model_fused_matches_eager_fp32(name: str) -> None:
+    model, inputs = zoo.build(name, small=True)
+    _, out, graph = fuse(model, inputs)
+    error = zoo.relative_error(out, eager(model, inputs))
+    assert error <= zoo.FP32_TOLERANCE, f"{name}: relative error {error:.2e}\n{last_report()}"
+    assert runner.fusion_groups(graph), f"{name}: nothing fused\n{last_report()}"
+
+
+@pytest.mark.parametrize("name", sorted(zoo.MODELS))
+def test_zoo_model_fused_bf16_as_close_as_eager_bf16(name: str) -> None:
+    model, inputs = zoo.build(name, small=True)
+    _, out, _ = fuse(model, inputs, "bf16")
+    exact = eager(model, inputs).float()
+    eager_error = zoo.relative_error(eager(model, inputs, "bf16").float(), exact)
+    error = zoo.relative_error(out.float(), exact)
+    assert error <= zoo.BF16_FACTOR * eager_error + 1e-6, (
+        f"{name}: {error:.2e} from fp32, eager bf16 {eager_error:.2e}\n{last_report()}")
+    assert out.dtype == eager(model, inputs, "bf16").dtype
