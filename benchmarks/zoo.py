@@ -153,7 +153,7 @@ def section(runs: Sequence[ZooRun], failures: Sequence[str], command: str, small
 def write_section(results: Path, text: str) -> None:
     """Replace RESULTS.md's Zoo section (from its heading to the end) with `text`."""
     old = results.read_text() if results.exists() else ""
-    kept = old.split(ZOO_SECTION, 1)[0].rstrip("\n")
+    kept = ("\n" + old).split(ZOO_SECTION, 1)[0].strip("\n")
     results.write_text((kept + "\n\n" if kept else "") + text)
 
 
@@ -200,6 +200,8 @@ def main(argv: Sequence[str]) -> None:
     torch._C._jit_set_autocast_mode(False)
     warnings.filterwarnings("ignore")  # the libraries' deprecation notices, per model
     timing, probe = Timing(2, args.rounds, 20.0), StallProbe()
+    args.out.mkdir(parents=True, exist_ok=True)
+    command = " ".join(["python", "benchmarks/zoo.py", *argv])
     runs, failures = [], []
     for i, name in enumerate(names, 1):
         for dtype in [d.strip() for d in args.dtypes.split(",") if d.strip()]:
@@ -210,10 +212,10 @@ def main(argv: Sequence[str]) -> None:
                 failures.append(f"{name} {dtype}: {type(error).__name__}: "
                                 f"{str(error).splitlines()[0][:200] if str(error) else ''}")
                 _progress(f"  failed: {failures[-1]}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    command = " ".join(["python", "benchmarks/zoo.py", *argv])
-    write_section(args.out / "RESULTS.md", section(runs, failures, command, args.small))
-    plot(runs, args.out / "zoo.png")
+        # After every model, so that an interrupted run leaves what it measured.
+        write_section(args.out / "RESULTS.md", section(runs, failures, command, args.small))
+        if runs:
+            plot(runs, args.out / "zoo.png")
     _progress(f"wrote the Zoo section of {args.out / 'RESULTS.md'} and {args.out / 'zoo.png'}")
 
 
