@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Sequence
@@ -183,6 +186,28 @@ def plot(runs: Sequence[ZooRun], path: Path) -> None:
     plt.close(fig)
 
 
+def run_child(name: str, dtype: str, argv: Sequence[str], limit: float) -> ZooRun | str:
+    """One model in a process of its own: a peer's build can take minutes and gigabytes
+    (inductor on Swin: over 10 minutes and 20 GB), and what it leaves behind must not
+    weigh on the next model. The run, or why it failed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.json"
+        try:
+            done = subprocess.run([sys.executable, __file__, *argv, "--child",
+                                   f"{name} {dtype} {path}"], timeout=limit)
+        except subprocess.TimeoutExpired:
+            return f"stopped after {limit:.0f} s"
+        if done.returncode != 0 or not path.exists():
+            return f"its process failed (exit {done.returncode})"
+        data = json.loads(path.read_text())
+    if "failure" in data:
+        return data["failure"]
+    data["results"] = {k: v if isinstance(v, str) else Measurement(**v)
+                       for k, v in data["results"].items()}
+    data["reasons"] = [tuple(r) for r in data["reasons"]]
+    return ZooRun(**data)
+
+
 def main(argv: Sequence[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=",".join(zoo.MODELS), help="zoo names")
@@ -190,6 +215,9 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--rounds", type=int, default=10, help="measured rounds per model")
     parser.add_argument("--small", action="store_true", help="the small configurations")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    parser.add_argument("--limit", type=float, default=1200.0,
+                        help="seconds per model and dtype (its own process) before it is stopped")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # "<model> <dtype> <json path>"
     args = parser.parse_args(argv)
     if zoo.missing():
         raise SystemExit(zoo.missing())
@@ -199,19 +227,28 @@ def main(argv: Sequence[str]) -> None:
         raise SystemExit(f"not in the zoo: {', '.join(sorted(unknown))}")
     torch._C._jit_set_autocast_mode(False)
     warnings.filterwarnings("ignore")  # the libraries' deprecation notices, per model
-    timing, probe = Timing(2, args.rounds, 20.0), StallProbe()
+    if args.child:
+        name, dtype, path = args.child.split(" ")
+        try:
+            run = run_model(name, dtype, args.small, Timing(2, args.rounds, 20.0), StallProbe())
+        except Exception as error:  # reported by the parent in the failures
+            message = str(error).splitlines()[0][:200] if str(error) else ""
+            Path(path).write_text(json.dumps({"failure": f"{type(error).__name__}: {message}"}))
+            return
+        Path(path).write_text(json.dumps(dataclasses.asdict(run)))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     command = " ".join(["python", "benchmarks/zoo.py", *argv])
     runs, failures = [], []
     for i, name in enumerate(names, 1):
         for dtype in [d.strip() for d in args.dtypes.split(",") if d.strip()]:
             _progress(f"[{i}/{len(names)}] {name} {dtype}")
-            try:
-                runs.append(run_model(name, dtype, args.small, timing, probe))
-            except Exception as error:  # a model that cannot run is reported, not fatal
-                failures.append(f"{name} {dtype}: {type(error).__name__}: "
-                                f"{str(error).splitlines()[0][:200] if str(error) else ''}")
+            run = run_child(name, dtype, argv, args.limit)
+            if isinstance(run, str):  # a model that cannot run is reported, not fatal
+                failures.append(f"{name} {dtype}: {run}")
                 _progress(f"  failed: {failures[-1]}")
+            else:
+                runs.append(run)
         # After every model, so that an interrupted run leaves what it measured.
         write_section(args.out / "RESULTS.md", section(runs, failures, command, args.small))
         if runs:
