@@ -83,13 +83,11 @@ def run_model(name: str, dtype: str, small: bool, timing: Timing, probe: StallPr
     report = last_report()
     with torch.no_grad():
         exact = model(*inputs).float()
-        with autocast(DTYPES[dtype]):
-            eager = model(*inputs).float()
-    if dtype == "fp32":
-        error, eager_error = zoo.relative_error(out.float(), exact), None
-    else:
-        error, eager_error = (zoo.relative_error(out.float(), exact),
-                              zoo.relative_error(eager, exact))
+        eager_error = None
+        if dtype != "fp32":
+            with autocast(DTYPES[dtype]):
+                eager_error = zoo.relative_error(model(*inputs).float(), exact)
+    error = zoo.relative_error(out.float(), exact)
     comparison = compare(model, inputs, DTYPES[dtype], PEERS, timing, probe, f"{name} {dtype}")
     return ZooRun(name, zoo.MODELS[name].family, dtype, error, eager_error, report.fused_ops,
                   report.total_ops, len(runner.fusion_groups(graph)), report.top_reasons(2),

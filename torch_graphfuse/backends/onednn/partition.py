@@ -205,6 +205,10 @@ def _residual_of_another_int_type(ops: list[BackendOp], backend: BackendGraph) -
         for op in ops if op.kind in _BINARY_OPS for t in op.inputs)
 
 
+def _varies_along_last_dim_only(sizes: list[int]) -> bool:
+    return bool(sizes) and sizes[-1] > 1 and all(d == 1 for d in sizes[:-1])
+
+
 def _binary_head_with_width_operand(ops: list[BackendOp], backend: BackendGraph) -> bool:
     """Whether a binary op heads the partition (oneDNN runs it as the binary
     primitive) with an operand of one element or of the result's shape, and a later
@@ -219,8 +223,7 @@ def _binary_head_with_width_operand(ops: list[BackendOp], backend: BackendGraph)
         return backend.tensors[t].sizes or []
 
     def width_only(t: int) -> bool:
-        s = sizes(t)
-        return len(s) >= 4 and s[-1] > 1 and all(d == 1 for d in s[:-1])
+        return len(sizes(t)) >= 4 and _varies_along_last_dim_only(sizes(t))
 
     heads = [op for op in ops if op.kind in _BINARY_OPS
              and not any(t in produced for t in op.inputs)
@@ -255,7 +258,7 @@ def _full_then_two_width_operands(ops: list[BackendOp], backend: BackendGraph) -
         s = sizes(operands[0])
         if s == result:
             full_seen = True
-        elif full_seen and s and s[-1] > 1 and all(d == 1 for d in s[:-1]):
+        elif full_seen and _varies_along_last_dim_only(s):
             widths += 1
     return widths >= 2
 
