@@ -29,6 +29,7 @@ inline const auto label = c10::Symbol::attr("label");
 inline const auto backend = c10::Symbol::attr("backend");
 inline const auto output_types = c10::Symbol::attr("output_types");
 inline const auto report = c10::Symbol::attr("report");
+inline const auto shape_inputs = c10::Symbol::attr("shape_inputs");
 }  // namespace attr
 
 class GroupBase {

@@ -79,13 +79,16 @@ class Picture:
         return op.box is not None and self.boxes[op.box].fused
 
 
+# Sizes and int arithmetic (tensor arithmetic on sizes, traced as 0-dim tensors, is drawn).
+_SHAPE_KINDS = frozenset({"aten::size", "aten::Int", "aten::floordiv", "aten::__getitem__"})
+
 # Names of the ops and graph inputs a value comes from, by value id.
 Sources = dict[int, tuple[str, ...]]
 
 
 def _plumbing(node: torch._C.Node, kind: str) -> bool:
-    """Lists, tuples, ...: looked through, not drawn."""
-    return kind.startswith("prim::") and not list(node.blocks())
+    """Lists, tuples, sizes and arithmetic over them: looked through, not drawn."""
+    return (kind.startswith("prim::") or kind in _SHAPE_KINDS) and not list(node.blocks())
 
 
 def _read(values: list[torch._C.Value], sources: Sources) -> tuple[str, ...]:
@@ -155,8 +158,10 @@ def snapshot(graph: torch._C.Graph, groups: list[torch._C.Node],
         if v.uses():  # not the frozen module's `self`
             picture.inputs.append(v.debugName())
         sources[v.unique()] = (v.debugName(),)
-    # Regions of two or more ops get a box (index -1 until drawn).
-    sizes = Counter(u.region for u in report.unfused.values() if u.region is not None)
+    # Regions of two or more drawn ops get a box (index -1 until drawn).
+    regions = (report.unfused.get(op_key(n)) for n in all_nodes(graph.block())
+               if n.kind() != "prim::Constant" and not _plumbing(n, n.kind()))
+    sizes = Counter(u.region for u in regions if u is not None and u.region is not None)
     region_boxes = {region: -1 for region, size in sizes.items() if size > 1}
     for node in all_nodes(graph.block()):
         kind = node.kind()

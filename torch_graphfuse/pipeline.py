@@ -3,7 +3,7 @@ profiled graph while fusion is enabled:
 
     mutation_removal -> reference_quantization -> quantized_weights -> split_dequantize
       -> decompose
-      -> prepare_binary -> defer_size_check
+      -> prepare_binary -> defer_size_check -> shape_arguments
       -> finiteness -> integer_data -> op_mapping -> partition -> rewrite -> layout_propagation
       -> type_guard -> prepare_partitions -> finite_guard
 
@@ -39,6 +39,7 @@ from .passes import (
     quantized_weights,
     reference_quantization,
     rewrite,
+    shape_arguments,
     split_dequantize,
     type_guard,
 )
@@ -74,7 +75,7 @@ def fuse_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int,
     groups = []
     cudnn_device = cudnn_simulation.device_type()
     if "cpu" in devices and cudnn_device != "cpu" and library.available():
-        mapped = op_mapping.map_block(block, free_id, facts, integers)
+        mapped = op_mapping.map_block(graph, block, free_id, facts, integers)
         for node, why in mapped.unmapped.items():
             if node.kind().startswith("aten::"):
                 report.add_unmapped(node, why)
@@ -116,6 +117,7 @@ def _run_passes(graph: torch._C.Graph) -> None:
     _logged("decompose", graph, lambda: decompose.run(graph))
     _logged("prepare_binary", graph, lambda: prepare_binary.run(graph))
     _logged("defer_size_check", graph, lambda: defer_size_check.run(graph))
+    _logged("shape_arguments", graph, lambda: shape_arguments.run(graph))
     groups: list[torch._C.Node] = []
     report = FusionReport()
     free_id = op_mapping.first_free_id(graph)

@@ -35,6 +35,8 @@ std::optional<DataType> to_backend_dtype(c10::ScalarType t) {
     // Quantized data as plain tensors (PT2E's quantize/dequantize ops).
     case c10::ScalarType::Byte: return DataType::u8;
     case c10::ScalarType::Char: return DataType::s8;
+    // An attention mask, which only Select reads (one byte per element, as oneDNN's).
+    case c10::ScalarType::Bool: return DataType::boolean;
     default: return std::nullopt;
   }
 }
@@ -133,7 +135,8 @@ class Kernel : public GroupBase {
   // Strides are not guarded: a spec of other strides compiles anew.
   explicit Kernel(const Node* node)
       : GroupBase(node, false), desc_(GraphDesc::parse(node->s(attr::desc))) {
-    TORCH_CHECK(desc_.inputs.size() + finite_flags_ == node->inputs().size() &&
+    if (node->hasAttribute(attr::shape_inputs)) shape_inputs_ = node->i(attr::shape_inputs);
+    TORCH_CHECK(desc_.inputs.size() + shape_inputs_ + finite_flags_ == node->inputs().size() &&
                     desc_.outputs.size() == node->outputs().size(),
                 "graphfuse::FusionGroup: description ports do not match the node");
     any_layout_.assign(desc_.outputs.size(), false);
@@ -155,7 +158,10 @@ class Kernel : public GroupBase {
   void run(Stack& stack) {
     RECORD_FUNCTION(name_, c10::ArrayRef<const c10::IValue>{});
     auto n = desc_.inputs.size();
-    if (!admitted(stack, n)) return;
+    // The tensors only the shape arithmetic reads come last: the guard pins their sizes,
+    // the fallback takes them, oneDNN does not.
+    auto given_inputs = n + shape_inputs_;
+    if (!admitted(stack, given_inputs)) return;
     std::vector<at::Tensor> inputs;
     std::vector<Dims> strides;
     std::vector<Layout> layouts;
@@ -164,7 +170,7 @@ class Kernel : public GroupBase {
     strides.reserve(n);
     layouts.reserve(n);
     given.reserve(n);
-    auto args = torch::jit::last(stack, n);
+    auto args = torch::jit::last(stack, given_inputs);
     for (size_t i = 0; i < n; ++i) {
       const auto& t = args[i].toTensor();
       layouts.push_back(input_layout(t));
@@ -184,7 +190,7 @@ class Kernel : public GroupBase {
       return run_fallback(stack);
     }
     // Dropped first, so an input no one else holds can be written in place.
-    torch::jit::drop(stack, n);
+    torch::jit::drop(stack, given_inputs);
     execute(*entry, inputs, stack);
   }
 
@@ -537,6 +543,7 @@ class Kernel : public GroupBase {
   std::vector<bool> any_layout_;  // per output: only other fusion groups read it
   std::vector<bool> free_layout_;  // per input: another group wrote it in oneDNN's layout
   std::vector<bool> matmul_only_;  // per input: only MatMul ops read it (bound as it comes)
+  size_t shape_inputs_ = 0;       // last inputs (before the finite flags): read for sizes only
   std::optional<Prepared> prepared_;  // this group's partition, found in the pipeline
   std::optional<Prepared> generic_;   // its partition for any sizes (generic_partition)
   bool generic_tried_ = false;

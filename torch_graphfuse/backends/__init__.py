@@ -22,7 +22,9 @@ import torch
 @dataclass
 class Partition:
     nodes: list[torch._C.Node]  # in block order
-    inputs: list[torch._C.Value]  # FusionGroup input order (the description's port order)
+    # FusionGroup input order: the description's ports, then the tensors only its shape
+    # arithmetic reads (the last `shape_inputs`; passes/shape_arguments).
+    inputs: list[torch._C.Value]
     outputs: list[torch._C.Value]
     input_ids: list[int]  # the values' unique ids, which outlive a rewrite
     output_ids: list[int]
@@ -30,6 +32,7 @@ class Partition:
     static_shapes: bool  # a mapping baked in profiled sizes: guard exact sizes
     assumes_finite: frozenset[int]  # graph inputs its mappings assume finite
     backend: str = "onednn"
+    shape_inputs: int = 0
 
 
 def describe(nodes: list[torch._C.Node]) -> str:

@@ -97,6 +97,8 @@ FINITE_PRESERVING: dict[str, Callable[[torch._C.Node], bool]] = {
         "aten::softplus", "aten::mish", "aten::erf", "aten::round", "aten::floor",
         "aten::ceil", "aten::softmax", "aten::_softmax", "aten::log_softmax",
         "aten::_log_softmax",
+        # weighted means of the values' rows (0 where the mask hides a whole row)
+        "aten::scaled_dot_product_attention",
         # pooling
         "aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::avg_pool1d",
         "aten::avg_pool2d", "aten::avg_pool3d", "aten::adaptive_avg_pool1d",
@@ -106,7 +108,7 @@ FINITE_PRESERVING: dict[str, Callable[[torch._C.Node], bool]] = {
         "aten::reshape", "aten::view", "aten::flatten", "aten::squeeze", "aten::unsqueeze",
         "aten::permute", "aten::transpose", "aten::t", "aten::contiguous", "aten::expand",
         "aten::expand_as", "aten::slice", "aten::select", "aten::narrow", "aten::cat",
-        "aten::concat", "aten::stack", "aten::chunk", "aten::split", "aten::clone",
+        "aten::concat", "aten::stack", "aten::chunk", "aten::split", "aten::unbind", "aten::clone",
         "aten::detach", "aten::embedding",
         "aten::index_select", "aten::constant_pad_nd", "aten::where",
         "aten::upsample_nearest2d", "aten::pixel_shuffle", "aten::__getitem__",

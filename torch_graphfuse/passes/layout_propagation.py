@@ -36,7 +36,9 @@ def run(groups: list[torch._C.Node]) -> None:
     # Their readers take them in whatever layout oneDNN chose (the kernel
     # checks the other inputs' layouts against the profiling runs).
     for group in groups:
-        free = [i for i, v in enumerate(group.inputs()) if v.unique() in marked]
+        ports = group.inputsSize() - (group.i("shape_inputs") if group.hasAttribute("shape_inputs")
+                                      else 0)
+        free = [i for i, v in enumerate(list(group.inputs())[:ports]) if v.unique() in marked]
         if free:
             group.is_("free_layout", free)
     log.update(NAME, f"{len(marked)} group outputs passed to other groups in oneDNN's layout")

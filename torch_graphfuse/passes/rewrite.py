@@ -157,6 +157,8 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
             # keeps attributes, not the profiled types of values.
             group.tys_("output_types", [v.type() for v in part.outputs])
         group.i_("static_shapes", int(part.static_shapes))
+        if part.shape_inputs:
+            group.i_("shape_inputs", part.shape_inputs)
         if part.assumes_finite:
             group.is_("finite_inputs", sorted(part.assumes_finite))
         for old, new, old_id in zip(part.outputs, group.outputs(), part.output_ids, strict=True):

@@ -51,6 +51,8 @@ class BackendOp:
     node: torch._C.Node | None = None
     # JIT nodes that belong with `node` (a prim::ListConstruct it takes in).
     absorbed: list[torch._C.Node] = field(default_factory=list)
+    # Tensors whose sizes the absorbed shape arithmetic reads (passes/shape_arguments).
+    shape_sources: list[torch._C.Value] = field(default_factory=list)
     # Right for the profiled sizes only (see op_table.Entry.static_shapes).
     static_shapes: bool = False
     # Right only while these graph inputs are finite (see passes/finiteness).

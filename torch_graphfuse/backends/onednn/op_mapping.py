@@ -9,12 +9,13 @@ knows every consumer outside its reach and never fuses across one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
 from ... import log
-from ...passes import finiteness, integer_data
+from ...passes import finiteness, integer_data, shape_arguments
 from ...passes.finiteness import Facts
 from .graph_desc import BackendGraph
 from .op_table import LOWERINGS, NOT_MAPPED, Lowering, Unsupported, tensor_spec
@@ -54,8 +55,14 @@ def _captured(node: torch._C.Node, defined: set[int]) -> list[torch._C.Value]:
     return list(seen.values())
 
 
+# Values the passes create from here on (a lowering's constants) take the graph's next
+# ids: internal tensors count from well above them.
+_INTERNAL_ID_GAP = 1 << 24
+
+
 def first_free_id(graph: torch._C.Graph) -> int:
-    """An id above every value's, for tensors internal to a node's mapping."""
+    """An id above every value's, for tensors internal to a node's mapping, and above
+    those of the values the passes will add."""
     top = 0
 
     def visit(block: torch._C.Block) -> None:
@@ -69,7 +76,7 @@ def first_free_id(graph: torch._C.Graph) -> int:
                 visit(b)
 
     visit(graph.block())
-    return top + 1
+    return top + 1 + _INTERNAL_ID_GAP
 
 
 def _list_taken_in(node: torch._C.Node) -> bool:
@@ -81,12 +88,24 @@ def _list_taken_in(node: torch._C.Node) -> bool:
     return entry is not None and entry.list_input == use.offset
 
 
+def _pending_shapes(nodes: list[torch._C.Node]) -> dict[torch._C.Node, shape_arguments.ShapeChain]:
+    """The views whose shape is arithmetic over sizes that they alone read: that arithmetic
+    waits for their mapping, which takes it in."""
+    pending = {}
+    for node in nodes:
+        if node.kind() in shape_arguments.SHAPE_CONSUMERS and node.kind() in LOWERINGS:
+            found = shape_arguments.chain(node.inputsAt(1))
+            if found is not None and shape_arguments.private(found, node):
+                pending[node] = found
+    return pending
+
+
 # Why a node computing integer data stays with ATen (passes/integer_data.py).
 INTEGER_DATA = ("computes from integer data (positions, distances), whose exact value a later "
                 "cast or comparison reads: oneDNN rounds otherwise than ATen")
 
 
-def map_block(block: torch._C.Block, free_id: int, facts: Facts,
+def map_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int, facts: Facts,
               integer_data: frozenset[int] = frozenset()) -> MappedBlock:
     mapped = MappedBlock(block, BackendGraph(free_id), list(block.nodes()))
     backend = mapped.backend
@@ -102,9 +121,11 @@ def map_block(block: torch._C.Block, free_id: int, facts: Facts,
     defined = {v.unique() for v in block.inputs()}
     # Lists waiting for their user's mapping, by the list value's id.
     waiting: dict[int, torch._C.Node] = {}
+    shapes = _pending_shapes(mapped.nodes)
+    waiting_shape = {n for found in shapes.values() for n in found.nodes}
     for node in mapped.nodes:
         entry = LOWERINGS.get(node.kind())
-        if node.kind() == "prim::Constant":
+        if node.kind() == "prim::Constant" or node in waiting_shape:
             pass
         elif _list_taken_in(node):
             waiting[node.output().unique()] = node
@@ -115,16 +136,17 @@ def map_block(block: torch._C.Block, free_id: int, facts: Facts,
             mapped.unmapped[node] = INTEGER_DATA
         else:
             start = len(backend.ops)
-            lowering = Lowering(backend, node, facts, entry.quantized)
+            lowering = Lowering(backend, graph, node, facts, entry.quantized)
             try:
                 if entry.finite_only and not lowering.finite(0):
                     raise Unsupported(f"{entry.finite_only}, and its input is not proven finite")
                 entry.lower(lowering)
                 backend.ops[start].absorbed = lowering.absorbed
+                backend.ops[start].shape_sources = lowering.shape_sources
                 for op in backend.ops[start:]:
                     op.static_shapes = entry.static_shapes or lowering.pinned
                     op.assumes_finite = lowering.assumes_finite
-                for v in (*node.inputs(), *node.outputs(),
+                for v in (*node.inputs(), *node.outputs(), *lowering.constants,
                           *(x for n in lowering.absorbed for x in n.inputs())):
                     if v.unique() in backend.tensors:
                         mapped.values[v.unique()] = v
@@ -136,6 +158,8 @@ def map_block(block: torch._C.Block, free_id: int, facts: Facts,
                 if v.unique() in waiting:  # the list's user is not mapped after all
                     wildcard(waiting.pop(v.unique()), list(v.node().inputs()))
             wildcard(node, [*node.inputs(), *_captured(node, defined)])
+        if node in shapes:
+            _settle_shape(node, shapes[node], mapped, wildcard, tensor)
         defined.update(v.unique() for v in node.outputs())
     for v in block.returnNode().inputs():
         backend.add_op("End", [tensor(v)], [])
@@ -145,6 +169,25 @@ def map_block(block: torch._C.Block, free_id: int, facts: Facts,
     return mapped
 
 
+def _settle_shape(consumer: torch._C.Node, found: shape_arguments.ShapeChain,
+                  mapped: MappedBlock, wildcard: Callable[[torch._C.Node, list[torch._C.Value]],
+                                                          None],
+                  tensor: Callable[[torch._C.Value], int]) -> None:
+    """Once a view is mapped or not: its shape arithmetic stays with ATen with it, or joins
+    its partition. Then oneDNN is told of each size read but of the view's own input, so
+    that a tensor whose sizes the group reads stays a partition output (the view reads its
+    input anyway)."""
+    if consumer in mapped.unmapped:
+        for node in found.nodes:
+            mapped.unmapped[node] = NOT_MAPPED.get(node.kind(), "no mapping")
+            wildcard(node, list(node.inputs()))
+        return
+    own = consumer.inputsAt(0).unique()
+    for source in found.sources:
+        if source.unique() != own:
+            mapped.backend.add_op("Wildcard", [tensor(source)], [])
+
+
 def map_graph(graph: torch._C.Graph) -> MappedBlock:
-    return map_block(graph.block(), first_free_id(graph), finiteness.analyze(graph),
+    return map_block(graph, graph.block(), first_free_id(graph), finiteness.analyze(graph),
                      integer_data.analyze(graph))

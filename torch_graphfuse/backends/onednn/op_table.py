@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ...passes import shape_arguments
 from ...passes.finiteness import Facts
 from .graph_desc import BACKEND_DTYPES, QUANTIZED_DTYPES, BackendGraph, TensorSpec
 
@@ -53,13 +54,17 @@ def tensor_spec(value: torch._C.Value) -> TensorSpec:
 class Lowering:
     """What a table entry sees of one JIT node while mapping it."""
 
-    def __init__(self, graph: BackendGraph, node: torch._C.Node, facts: Facts,
-                 quantized: bool = False) -> None:
+    def __init__(self, graph: BackendGraph, jit_graph: torch._C.Graph, node: torch._C.Node,
+                 facts: Facts, quantized: bool = False) -> None:
         self.graph = graph
+        self.jit_graph = jit_graph
         self.node = node
         self.facts = facts
         self.quantized = quantized  # the op takes u8/s8 tensors (Entry.quantized)
         self.absorbed: list[torch._C.Node] = []  # list nodes taken in by the mapping
+        self.constants: list[torch._C.Value] = []  # constant tensors the mapping added
+        # Tensors whose profiled sizes an absorbed shape computation reads.
+        self.shape_sources: list[torch._C.Value] = []
         self.pinned = False  # the mapping used profiled sizes: guard exact sizes
         # Graph inputs the mapping assumes finite: the group checks them per call.
         self.assumes_finite: frozenset[int] = frozenset()
@@ -84,6 +89,19 @@ class Lowering:
     def input(self, i: int) -> int:
         return self._tensor(self.node.inputsAt(i), f"input {i}")
 
+    def mask_input(self, i: int) -> int:
+        """A bool tensor input (an attention mask): oneDNN's Select reads it."""
+        value = self.node.inputsAt(i)
+        t = value.type()
+        if t.device() is not None and t.device().type != "cpu":
+            raise Unsupported(f"input {i} is on {t.device()}")
+        spec = tensor_spec(value)
+        if not spec.sizes:
+            raise Unsupported(f"input {i} has no profiled shape")
+        spec.dtype = "bool"
+        self.graph.tensors[spec.id] = spec  # an operand of other ops too: Select's
+        return spec.id
+
     def output(self, i: int = 0) -> int:
         return self._tensor(self.node.outputsAt(i), f"output {i}")
 
@@ -98,11 +116,21 @@ class Lowering:
         assert spec.sizes is not None
         return spec.sizes
 
-    def temp(self, like: int) -> int:
-        """A fresh tensor internal to this node's mapping, shaped like `like`."""
+    def temp(self, like: int, sizes: list[int] | None = None) -> int:
+        """A fresh tensor internal to this node's mapping, of `like`'s dtype and of its
+        sizes unless given."""
         base = self.graph.tensors[like]
         return self.graph.add_tensor(TensorSpec(self.graph.fresh_id(), base.dtype, False,
-                                                base.sizes, None))
+                                                base.sizes if sizes is None else sizes, None))
+
+    def constant(self, value: torch.Tensor) -> int:
+        """A constant tensor input: a prim::Constant inserted before the node (dead code,
+        removed at the end, if the node stays unfused)."""
+        with self.jit_graph.insert_point_guard(self.node):
+            const = self.jit_graph.insertConstant(value)
+        const.setType(torch._C.TensorType.create_from_tensor(value))
+        self.constants.append(const)
+        return self._tensor(const, "a constant")
 
     def pin_shapes(self) -> None:
         """This mapping is right for the profiled sizes only."""
@@ -130,6 +158,23 @@ class Lowering:
         if value.node().kind() != "prim::Constant":
             raise Unsupported(f"argument {i} is not a constant")
         return value.toIValue()
+
+    def shape(self, i: int) -> Any:
+        """Argument i, a constant or a shape computed from sizes (passes/shape_arguments):
+        its value at the profiled sizes. The computation joins the node's partition, and
+        the group's guard pins the sizes it reads."""
+        value = self.node.inputsAt(i)
+        if value.node().kind() == "prim::Constant":
+            return value.toIValue()
+        found = shape_arguments.chain(value)
+        if found is None:
+            raise Unsupported(f"argument {i} is computed from other than sizes")
+        if not shape_arguments.private(found, self.node):
+            raise Unsupported(f"argument {i} is shape arithmetic other nodes read")
+        self.absorbed += found.nodes
+        self.shape_sources += found.sources
+        self.pin_shapes()
+        return found.value
 
     def n_inputs(self) -> int:
         return self.node.inputsSize()
@@ -561,6 +606,61 @@ def softmax(lo: Lowering) -> None:
     lo.emit("SoftMax", [lo.input(0)], [lo.output()], axis=int(lo.const(1)))
 
 
+@lowering("aten::scaled_dot_product_attention", worth_alone=True)
+def scaled_dot_product_attention(lo: Lowering) -> None:
+    """MatMul -> Multiply (scale) -> Add or Select (mask) -> SoftMax -> MatMul, the pattern
+    oneDNN compiles as one attention kernel. The softmax zeroes a row that the mask hides
+    whole (`inf_as_zero`), as eager's attention does where a plain softmax gives NaN."""
+    # (query, key, value, attn_mask?, dropout_p, is_causal, scale?, enable_gqa)
+    if lo.const(4) != 0:
+        raise Unsupported("attention with dropout")
+    if lo.const(5):
+        raise Unsupported("causal attention (is_causal=True)")
+    if lo.n_inputs() > 7 and lo.const(7):
+        raise Unsupported("grouped-query attention (enable_gqa=True)")
+    q, k, v, out = lo.input(0), lo.input(1), lo.input(2), lo.output()
+    qs, ks, vs = lo.sizes(0), lo.sizes(1), lo.sizes(2)
+    if not (len(qs) == len(ks) == len(vs) == 4 and qs[:2] == ks[:2] == vs[:2]
+            and qs[3] == ks[3] and ks[2] == vs[2]):
+        raise Unsupported("attention over other than [batch, heads, sequence, dim] of one "
+                          "batch and head count")
+    dtype = lo.graph.tensors[q].dtype
+    if any(lo.graph.tensors[t].dtype != dtype for t in (k, v, out)):
+        raise Unsupported("query, key, value and result of different dtypes")
+    if not all(lo.finite(i) for i in (0, 1, 2)):
+        raise Unsupported(f"{SOFTMAX_OF_NONFINITE}, and its inputs are not proven finite")
+    scale = None if lo.n_inputs() < 7 or lo.is_none(6) else float(lo.const(6))
+    if scale is None:
+        scale = 1.0 / math.sqrt(qs[3])
+    # Eager keeps the scores in float32 for bf16 inputs.
+    scores = [lo.temp(q, qs[:3] + [ks[2]]) for _ in range(3)]
+    for t in scores:
+        lo.graph.tensors[t].dtype = "f32"
+    lo.emit("MatMul", [q, k], [scores[0]], transpose_b=True)
+    lo.emit("Multiply", [scores[0], lo.constant(torch.tensor([scale]))], [scores[1]],
+            auto_broadcast="numpy")
+    masked = scores[1]
+    if not lo.is_none(3):
+        mask = lo.mask_input(3) if lo.node.inputsAt(3).type().dtype() == torch.bool \
+            else lo.input(3)
+        if lo.rank(3) > 4:
+            raise Unsupported("a mask of rank above 4")
+        masked = scores[2]
+        if lo.graph.tensors[mask].dtype == "bool":
+            hidden = lo.constant(torch.tensor([-math.inf]))
+            lo.emit("Select", [mask, scores[1], hidden], [masked], auto_broadcast="numpy")
+        else:
+            if lo.graph.tensors[mask].dtype != dtype:
+                raise Unsupported("a mask of another dtype than the query")
+            if not lo.finite(3):
+                # -inf is fine (the softmax's zero rows); NaN or +inf is not proven absent.
+                raise Unsupported("a float mask not proven finite")
+            lo.emit("Add", [scores[1], mask], [masked], auto_broadcast="numpy")
+    weights = lo.temp(q, qs[:3] + [ks[2]])
+    lo.emit("SoftMax", [masked], [weights], axis=-1, mode="inf_as_zero")
+    lo.emit("MatMul", [weights, v], [out])
+
+
 @lowering("aten::group_norm", worth_alone=True)
 def group_norm(lo: Lowering) -> None:
     # (input, num_groups, weight?, bias?, eps, cudnn_enable)
@@ -729,9 +829,10 @@ def t(lo: Lowering) -> None:
 @lowering("aten::reshape", "aten::view", "aten::flatten", "aten::squeeze", "aten::unsqueeze",
           static_shapes=True)
 def reshape(lo: Lowering) -> None:
-    # The target is the profiled output shape; the guard pins the input's.
+    # The target is the profiled output shape; the guard pins the input's, and those of
+    # the tensors a shape computed at run time reads.
     for i in range(1, lo.n_inputs()):
-        lo.const(i)  # a shape computed at run time (from sizes) is refused
+        lo.shape(i)
     lo.emit("StaticReshape", [lo.input(0)], [lo.output()], shape=lo.out_sizes(),
             special_zero=False)
 

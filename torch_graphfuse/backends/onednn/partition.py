@@ -57,6 +57,18 @@ class Candidate:
     def backend(self) -> BackendGraph:
         return self.mapped.backend
 
+    @property
+    def shape_inputs(self) -> list[torch._C.Value]:
+        """Tensors computed outside whose sizes its shape arithmetic reads: the group takes
+        them as inputs after the description's."""
+        made = {v.unique() for n in self.nodes for v in n.outputs()} | set(self.in_ids)
+        found: dict[int, torch._C.Value] = {}
+        for op in self.ops:
+            for v in op.shape_sources:
+                if v.unique() not in made:
+                    found.setdefault(v.unique(), v)
+        return list(found.values())
+
 
 class SizeVerdict(enum.Enum):
     """A verdict on sizes: what `_flattened_matmul_broadcast` and `_int8_padding_windows`
@@ -82,10 +94,12 @@ def _used_outside(nodes: list[torch._C.Node], block_nodes: set[torch._C.Node]) -
     return used
 
 
-def _computed_arguments(nodes: list[torch._C.Node], in_ids: list[int]) -> bool:
+def _computed_arguments(nodes: list[torch._C.Node], in_ids: list[int],
+                        shape_inputs: list[torch._C.Value]) -> bool:
     """Whether a node reads a non-tensor value computed outside the partition
     (the group's subgraph can only take tensors and copy constants)."""
-    inside = {v.unique() for n in nodes for v in n.outputs()} | set(in_ids)
+    inside = ({v.unique() for n in nodes for v in n.outputs()} | set(in_ids)
+              | {v.unique() for v in shape_inputs})
     return any(v.unique() not in inside and v.node().kind() != "prim::Constant"
                for n in nodes for v in n.inputs())
 
@@ -401,7 +415,8 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: not c.supported, "oneDNN does not support this partition"),
     (_split_node, "oneDNN split a node's backend ops across partitions"),
     (_internal_port, "a port is internal to a node's mapping"),
-    (lambda c: _computed_arguments(c.nodes, c.in_ids), "an argument is computed at run time"),
+    (lambda c: _computed_arguments(c.nodes, c.in_ids, c.shape_inputs),
+     "an argument is computed at run time"),
     (lambda c: not _used_outside(c.nodes, set(c.mapped.nodes)) <= set(c.out_ids),
      "a value used outside is not a partition output"),
     (lambda c: _aliased_output(c.nodes, c.out_ids),
@@ -480,11 +495,14 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
             continue
         pinned = SizeVerdict.PIN in (_flattened_matmul_broadcast(ops, backend),
                                    _int8_padding_windows(ops, backend))
-        result.append(Partition(nodes, [mapped.values[i] for i in in_ids],
-                                [mapped.values[i] for i in out_ids], in_ids, out_ids,
+        shape_inputs = candidate.shape_inputs
+        result.append(Partition(nodes, [mapped.values[i] for i in in_ids] + shape_inputs,
+                                [mapped.values[i] for i in out_ids],
+                                in_ids + [v.unique() for v in shape_inputs], out_ids,
                                 backend.to_text(ops, in_ids, out_ids),
                                 pinned or any(op.static_shapes for op in ops),
-                                frozenset().union(*(op.assumes_finite for op in ops))))
+                                frozenset().union(*(op.assumes_finite for op in ops)),
+                                shape_inputs=len(shape_inputs)))
         log.update(NAME, f"partition [{describe(nodes)}]: {len(in_ids)} inputs, "
                          f"{len(out_ids)} outputs")
     return result

@@ -64,6 +64,10 @@ _kind("softplus", "F.softplus({0}, {beta}, {threshold})")
 _kind("pow", "torch.pow({0}, {exponent})")
 _kind("softmax", "torch.softmax({0}, {dim})")
 _kind("log_softmax", "torch.log_softmax({0}, {dim})")
+_kind("sdpa", "F.scaled_dot_product_attention({0}, {1}, {2}, scale={scale})",
+      aten=["scaled_dot_product_attention"])
+_kind("sdpa_masked", "F.scaled_dot_product_attention({0}, {1}, {2}, attn_mask={3}, scale={scale})",
+      aten=["scaled_dot_product_attention"])
 _kind("floor_divide", "torch.floor_divide({0}, {divisor})", exact=True)
 # T5's relative-position buckets: integers made float, log, scaled, back to integers. The
 # float value is a whole number at distances 8, 24, 56 and 120, where a log rounded

@@ -108,7 +108,8 @@ def p_addmm(g: Gen) -> int | None:
 
 
 def p_attention(g: Gen) -> int | None:
-    """q @ k^T * scale (+ mask) -> softmax -> @ v, with q, k, v linear projections."""
+    """q @ k^T * scale (+ mask) -> softmax -> @ v, with q, k, v linear projections, written
+    out or as F.scaled_dot_product_attention."""
     x = g.pick(lambda v: len(g.shape(v)) in (3, 4) and g.layer_ok(v))
     if x is None:
         return None
@@ -117,6 +118,14 @@ def p_attention(g: Gen) -> int | None:
                                            "seed": g.seed()})) for _ in range(3))
     if None in (q, k, v):
         return None
+    if chance(g.c, 0.5):
+        scale = choice(g.c, [None, 0.5, 0.35])
+        scores = (*g.shape(q)[:-1], g.shape(k)[-2])
+        if chance(g.c, 0.5):
+            mask = g.const((1,) * (len(scores) - 1) + (scores[-1],))
+            if mask is not None:
+                return g.emit(Op("sdpa_masked", (q, k, v, mask), {"scale": scale}))
+        return g.emit(Op("sdpa", (q, k, v), {"scale": scale}))
     kt = g.emit(Op("transpose", (k,), {"d0": -2, "d1": -1}))
     s = None if kt is None else g.emit(Op("matmul", (q, kt)))
     if s is None:

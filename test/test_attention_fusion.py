@@ -1,0 +1,126 @@
+"""Scaled dot-product attention as one oneDNN partition: its projections, masks (bool, or
+additive with -inf), rows the mask hides whole, and the cases that stay with ATen."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fusion_check import DTYPES, assert_matches, check_nonfinite_call, eager, fuse, group_kinds
+from torch import nn
+from torch.nn import functional as F
+
+import torch_graphfuse
+
+BATCH, HEADS, SEQ, DIM = 2, 4, 64, 32
+WIDTH = HEADS * DIM
+SDPA = "aten::scaled_dot_product_attention"
+
+
+class Attention(nn.Module):
+    """Self-attention as Hugging Face writes it: projections viewed as heads, then
+    F.scaled_dot_product_attention and the heads merged back."""
+
+    def __init__(self, **options: object) -> None:
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(WIDTH, WIDTH) for _ in range(3))
+        self.options = options
+
+    def heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(BATCH, SEQ, HEADS, DIM).transpose(1, 2)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        q, k, v = self.heads(self.q(x)), self.heads(self.k(x)), self.heads(self.v(x))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **self.options)
+        return out.transpose(1, 2).reshape(BATCH, SEQ, WIDTH)
+
+
+def _bool_mask() -> torch.Tensor:
+    mask = torch.rand(BATCH, 1, SEQ, SEQ) > 0.3
+    mask[0, 0, 5] = False  # a query that sees no key: eager gives it zeros
+    return mask
+
+
+def _additive_mask(hidden: float = torch.finfo(torch.float32).min) -> torch.Tensor:
+    mask = torch.zeros(BATCH, 1, 1, SEQ)
+    mask[..., -8:] = -1e4
+    mask[1] = hidden  # every key hidden from the second sequence
+    return mask
+
+
+MASKS = {"none": lambda: None, "bool": _bool_mask, "additive": _additive_mask}
+
+
+def _attention_groups(graph: torch._C.Graph) -> list[list[str]]:
+    return [kinds for kinds in group_kinds(graph) if SDPA in kinds]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mask", sorted(MASKS))
+def test_attention_is_one_partition_run_fused(dtype: str, mask: str) -> None:
+    model, x, m = Attention().eval(), torch.randn(BATCH, SEQ, WIDTH), MASKS[mask]()
+    inputs = [x] if m is None else [x, m]
+    torch_graphfuse.reset_kernel_stats()
+    _, out, graph = fuse(model, inputs, dtype)
+    assert_matches(out, eager(model, inputs, dtype), dtype)
+    # The heads' merge (transpose, reshape) is the partition's output layout.
+    assert _attention_groups(graph) == [sorted([SDPA, "aten::reshape", "aten::transpose"])], graph
+    stats = torch_graphfuse.kernel_stats()
+    assert stats["fallbacks"] == 0 and stats["unfused_specs"] == 0, stats
+
+
+def test_rows_a_bool_mask_hides_whole_are_zero_as_in_eager() -> None:
+    model, x = Attention().eval(), torch.randn(BATCH, SEQ, WIDTH)
+    torch_graphfuse.reset_kernel_stats()
+    _, out, _ = fuse(model, [x, _bool_mask()])
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
+    assert not out.isnan().any()
+    assert torch.equal(out[0, 5], torch.zeros_like(out[0, 5]))
+
+
+def test_additive_mask_of_minus_inf_runs_unfused() -> None:
+    """-inf in a float mask is not told from +inf or NaN (which eager spreads over the
+    row) by the finite guard: the attention runs unfused, zero rows included."""
+    model, x = Attention().eval(), torch.randn(BATCH, SEQ, WIDTH)
+    check_nonfinite_call(model, [x, _additive_mask()], [x, _additive_mask(float("-inf"))])
+
+
+def test_attention_with_scale_and_no_mask() -> None:
+    model, x = Attention(scale=0.3).eval(), torch.randn(BATCH, SEQ, WIDTH)
+    _, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    assert len(_attention_groups(graph)) == 1
+
+
+def test_attention_on_nan_runs_unfused_with_eagers_nan() -> None:
+    x = torch.randn(BATCH, SEQ, WIDTH)
+    x_nan = x.clone()
+    x_nan[0, 3, 7] = float("nan")
+    check_nonfinite_call(Attention(), [x, _bool_mask()], [x_nan, _bool_mask()])
+
+
+@pytest.mark.parametrize(("options", "why"), [
+    (dict(is_causal=True), "causal attention"),
+    (dict(enable_gqa=True), "grouped-query attention"),
+], ids=["causal", "gqa"])
+def test_attention_left_with_aten(options: dict[str, object], why: str) -> None:
+    model, x = Attention(**options).eval(), torch.randn(BATCH, SEQ, WIDTH)
+    _, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    assert not _attention_groups(graph)
+    report = torch_graphfuse.last_report()
+    assert any(kind == SDPA and why in reason for kind, reason in report.unmapped), report
+
+
+def test_additive_mask_not_proven_finite_left_with_aten() -> None:
+    """A float mask computed from a graph input by log may hold NaN or +inf, which eager
+    spreads over the row: the attention stays with ATen."""
+    class LogMask(Attention):
+        def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+            return super().forward(x, torch.log(keep))
+
+    keep = torch.ones(BATCH, 1, 1, SEQ)
+    keep[..., -4:] = 0  # log(0) = -inf
+    model, x = LogMask().eval(), torch.randn(BATCH, SEQ, WIDTH)
+    _, out, graph = fuse(model, [x, keep])
+    assert_matches(out, eager(model, [x, keep]), "fp32")
+    assert not _attention_groups(graph)

@@ -1,0 +1,102 @@
+"""Views whose shape is computed from sizes read at run time (as traced Hugging Face and
+torchvision models compute them) join fusion groups, and stay right at other sizes."""
+
+from __future__ import annotations
+
+import torch
+from fusion_check import assert_matches, eager, fuse, group_kinds, run
+from torch import nn
+
+import torch_graphfuse
+from torch_graphfuse.testing import runner
+
+
+class Heads(nn.Module):
+    """A projection split into heads with sizes read from `like` (its input by default)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 32)
+
+    def forward(self, x: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
+        like = x if like is None else like
+        batch, seq = like.size(0), like.size(1)
+        return self.fc(x).view(batch, seq, 4, -1).transpose(1, 2)
+
+
+def _group_with(graph: torch._C.Graph, kind: str) -> list[str]:
+    return next(kinds for kinds in group_kinds(graph) if kind in kinds)
+
+
+def test_view_of_runtime_sizes_joins_the_group() -> None:
+    model, x = Heads().eval(), torch.randn(2, 8, 16)
+    _, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    kinds = _group_with(graph, "aten::linear")
+    assert {"aten::view", "aten::transpose", "aten::size"} <= set(kinds), graph
+    assert "aten::view" not in runner.unfused_kinds(graph)
+
+
+def test_view_of_runtime_sizes_at_a_new_size_gives_eagers_shape() -> None:
+    model = Heads().eval()
+    module, _, _ = fuse(model, [torch.randn(2, 8, 16)])
+    for x in (torch.randn(3, 5, 16), torch.randn(2, 8, 16)):
+        out = run(module, [x])
+        assert out.shape == (x.shape[0], 4, x.shape[1], 8)
+        assert_matches(out, eager(model, [x]), "fp32")
+
+
+def test_sizes_of_another_tensor_are_guarded() -> None:
+    """The view reads the sizes of a tensor the group does not compute: the group takes it as
+    an input whose sizes it pins, so other sizes of it alone give eager's other shape."""
+    model = Heads().eval()
+    x, like = torch.randn(2, 8, 16), torch.randn(2, 8)
+    module, out, graph = fuse(model, [x, like])
+    assert_matches(out, eager(model, [x, like]), "fp32")
+    group = next(g for g in runner.fusion_groups(graph)
+                 if "aten::view" in [n.kind() for n in g.g("Subgraph").nodes()])
+    assert group.i("shape_inputs") == 1
+    torch_graphfuse.reset_kernel_stats()
+    other = torch.randn(4, 4)  # same number of elements: the view would succeed either way
+    out = run(module, [x, other])
+    assert out.shape == (4, 4, 4, 8)
+    assert_matches(out, eager(model, [x, other]), "fp32")
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 1
+
+
+class SharedShape(nn.Module):
+    """Two views of one shape list: each gets its own copy of the arithmetic."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 32), nn.Linear(16, 32)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        shape = [x.size(0), x.size(1), 4, -1]
+        return self.a(x).view(shape).transpose(1, 2), self.b(x).view(shape).transpose(1, 2)
+
+
+def test_shared_shape_arithmetic_is_copied_for_each_view() -> None:
+    model, x = SharedShape().eval(), torch.randn(2, 8, 16)
+    _, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    assert runner.unfused_kinds(graph).count("aten::view") == 0, graph
+
+
+class HeadsOfComputedWidth(Heads):
+    """Heads of width // 4: integer division of a size, which tracing keeps as 0-dim tensors
+    (prim::NumToTensor, aten::floor_divide, aten::Int)."""
+
+    def forward(self, x: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
+        y = self.fc(x)
+        batch, seq, width = y.size()
+        return y.view(batch, seq, 4, width // 4).transpose(1, 2)
+
+
+def test_size_arithmetic_through_0_dim_tensors() -> None:
+    model, x = HeadsOfComputedWidth().eval(), torch.randn(2, 8, 16)
+    module, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    assert "aten::floor_divide" in _group_with(graph, "aten::view"), graph
+    other = torch.randn(1, 5, 16)
+    assert_matches(run(module, [other]), eager(model, [other]), "fp32")

@@ -1,0 +1,157 @@
+"""Shape arguments: sizes a model reads at run time, made private to each view that uses them.
+
+Tracing a Hugging Face model records `x.view(batch, seq, heads, -1)` with `batch` and `seq`
+read by `aten::size` at run time, and the size nodes shared by every layer:
+
+    %b : int = aten::size(%hidden, 0)
+    %shape : int[] = prim::ListConstruct(%b, %s, 12, 64)
+    %q : Tensor = aten::view(%proj, %shape)
+
+Such a shape is exact for the profiled sizes of the tensors it reads, and a fusion group
+already compiles per profiled spec behind a guard of exact sizes. So each view or reshape
+gets its own copy of the arithmetic, just before it; its mapping takes the copy into its
+partition (`ShapeChain.nodes`), and the tensors whose sizes it reads (`sources`) join the
+group as inputs its guard pins. The group's subgraph keeps the arithmetic, so a call with
+other sizes runs unfused with eager's shape.
+
+Shape arithmetic is: constants, `aten::size(t, dim)`, int lists, and int arithmetic, as
+ints or as the 0-dim tensors tracing makes of them (`prim::NumToTensor`, `aten::Int`).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .. import log
+
+NAME = log.module_name(__file__)
+
+# Ops whose argument 1 is a shape the mapping bakes in (op_table's reshape).
+SHAPE_CONSUMERS = frozenset({"aten::view", "aten::reshape"})
+
+
+def _add(a: Any, b: Any, alpha: Any = 1) -> Any:
+    return a + alpha * b
+
+
+def _sub(a: Any, b: Any, alpha: Any = 1) -> Any:
+    return a - alpha * b
+
+
+# Arithmetic over sizes: kind -> the function of its argument values.
+ARITHMETIC: dict[str, Callable[..., Any]] = {
+    "prim::ListConstruct": lambda *items: list(items),
+    "prim::NumToTensor": torch.tensor,
+    "aten::Int": int,
+    "aten::mul": operator.mul,
+    "aten::add": _add,
+    "aten::sub": _sub,
+    "aten::floordiv": operator.floordiv,
+    "aten::floor_divide": torch.floor_divide,
+    "aten::__getitem__": operator.getitem,
+}
+
+
+def _integral(value: Any) -> bool:
+    """An int, a list of ints, or an integer 0-dim tensor (how tracing keeps a size)."""
+    if isinstance(value, torch.Tensor):
+        return value.dim() == 0 and not value.is_floating_point() and not value.is_complex()
+    if isinstance(value, list):
+        return all(isinstance(x, int) for x in value)
+    return isinstance(value, int)
+
+
+def _profiled_sizes(value: torch._C.Value) -> list[int] | None:
+    t = value.type()
+    if not isinstance(t, torch._C.TensorType) or t.dim() is None:
+        return None
+    sizes = t.sizes()
+    return list(sizes) if all(s is not None for s in sizes) else None
+
+
+@dataclass
+class ShapeChain:
+    """The arithmetic computing one shape argument, and its value at the profiled sizes."""
+    nodes: list[torch._C.Node]  # in graph order, constants left out
+    sources: list[torch._C.Value]  # the tensors whose sizes it reads
+    value: Any
+
+
+def chain(value: torch._C.Value) -> ShapeChain | None:
+    """The shape arithmetic computing `value`, or None where it is anything else or reads a
+    tensor without profiled sizes."""
+    nodes: list[torch._C.Node] = []
+    sources: list[torch._C.Value] = []
+    seen: dict[int, Any] = {}
+
+    def evaluate(v: torch._C.Value) -> Any:
+        if v.unique() in seen:
+            return seen[v.unique()]
+        node = v.node()
+        if node.kind() == "prim::Constant":
+            result = v.toIValue()
+        elif node.kind() == "aten::size" and node.inputsSize() == 2:
+            sizes = _profiled_sizes(node.inputsAt(0))
+            dim = node.inputsAt(1)
+            if sizes is None or dim.node().kind() != "prim::Constant":
+                raise LookupError
+            result = sizes[dim.toIValue()]
+            sources.append(node.inputsAt(0))
+            nodes.append(node)
+        elif node.kind() in ARITHMETIC and node.outputsSize() == 1:
+            result = ARITHMETIC[node.kind()](*(evaluate(x) for x in node.inputs()))
+            if not _integral(result):
+                raise LookupError
+            nodes.append(node)
+        else:
+            raise LookupError
+        seen[v.unique()] = result
+        return result
+
+    try:
+        result = evaluate(value)
+    except (LookupError, TypeError, ValueError, RuntimeError, ZeroDivisionError):
+        return None
+    if value.node().kind() == "prim::Constant":
+        return None
+    order = {n: i for i, n in enumerate(nodes)}
+    return ShapeChain(sorted(set(nodes), key=order.__getitem__), sources, result)
+
+
+def _clone_before(graph: torch._C.Graph, shape: ShapeChain, anchor: torch._C.Node,
+                  value: torch._C.Value) -> torch._C.Value:
+    """Copies of the chain's nodes just before `anchor`; returns the copy of `value`."""
+    env: dict[int, torch._C.Value] = {}
+    with graph.insert_point_guard(anchor):
+        for node in shape.nodes:
+            clone = graph.insertNode(graph.createClone(node, lambda x: env.get(x.unique(), x)))
+            for old, new in zip(node.outputs(), clone.outputs(), strict=True):
+                env[old.unique()] = new
+    return env[value.unique()]
+
+
+def private(shape: ShapeChain, consumer: torch._C.Node) -> bool:
+    """Whether nothing but the consumer (through the chain) reads the chain's values."""
+    inside = set(shape.nodes) | {consumer}
+    return all(use.user in inside for node in shape.nodes for out in node.outputs()
+               for use in out.uses())
+
+
+def run(graph: torch._C.Graph) -> None:
+    copied = 0
+    for node in list(graph.nodes()):  # top-level block: views in loops stay as they are
+        if node.kind() not in SHAPE_CONSUMERS:
+            continue
+        shape = chain(node.inputsAt(1))
+        if shape is None or private(shape, node):
+            continue
+        node.replaceInput(1, _clone_before(graph, shape, node, node.inputsAt(1)))
+        copied += 1
+    if copied:
+        torch._C._jit_pass_dce(graph)
+    log.update(NAME, f"shape arithmetic copied for {copied} views")
