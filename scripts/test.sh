@@ -22,6 +22,6 @@ echo "test: again on emulated AVX2 (ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=
 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
   python -m pytest -q "${int8[@]}" test/test_eager_semantics.py \
     test/test_differential_fuzz.py test/test_reference_kernels.py \
-    test/test_benchmark_smoke.py test/test_onednn_library.py
+    test/test_benchmark_smoke.py test/test_onednn_library.py test/test_attention_fusion.py
 echo "test: int8 again on emulated AVX-512 without VNNI (ONEDNN_MAX_CPU_ISA=AVX512_CORE)"
 ONEDNN_MAX_CPU_ISA=AVX512_CORE python -m pytest -q "${int8[@]}"
