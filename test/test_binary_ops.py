@@ -145,15 +145,18 @@ WIDTH_CHAINS: dict[str, Callable[..., torch.Tensor]] = {
     "sub_then_width": lambda x, full, width: (x - 0.5) * width,
     # oneDNN 3.12 crashed (segmentation fault) on this one.
     "full_then_width": lambda x, full, width: x + full + width,
+    # Found by the fuzzer (seed 40): a batch norm's result plus a one-element tensor, then
+    # times a width of rank 1: off by up to 15.
+    "one_element_then_width": lambda x, full, width: (x + full[:1, :1, :1, :1]) * width,
 }
 
 
 class WidthChain(nn.Module):
-    def __init__(self, chain: Callable[..., torch.Tensor]) -> None:
+    def __init__(self, chain: Callable[..., torch.Tensor], width: tuple[int, ...]) -> None:
         super().__init__()
         self.chain = chain
         self.full = torch.randn(2, 4, 3, 5)
-        self.width = torch.randn(1, 1, 1, 5)
+        self.width = torch.randn(width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.chain(x, self.full, self.width)
@@ -161,7 +164,8 @@ class WidthChain(nn.Module):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("chain", sorted(WIDTH_CHAINS))
+@pytest.mark.parametrize("width", [(1, 1, 1, 5), (5,)], ids=["rank4", "rank1"])
 def test_binary_chain_with_a_width_operand_on_channels_last_stays_with_aten(
-        dtype: str, chain: str) -> None:
+        dtype: str, chain: str, width: tuple[int, ...]) -> None:
     x = torch.randn(2, 4, 3, 5).contiguous(memory_format=torch.channels_last)
-    check(WidthChain(WIDTH_CHAINS[chain]), [x], dtype, groups=0, left=None)
+    check(WidthChain(WIDTH_CHAINS[chain], width), [x], dtype, groups=0, left=None)

@@ -294,6 +294,30 @@ def test_pool_result_scaled_then_added_to_a_full_size_tensor() -> None:
     assert_matches(out, ref, "fp32")
 
 
+class GlobalPoolPlusPerSample(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, (1, 5), (1, 2), (0, 4), (2, 2))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # The operand is another pool of y: (N, C, 1, 1), one value per sample and channel.
+        y = self.conv(x)
+        return F.adaptive_avg_pool2d(y, (1, 1)) + F.max_pool2d(y, (2, 1), 2, 0, 2), y
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_pool_result_added_to_a_per_sample_tensor(dtype: str) -> None:
+    # Found by the fuzzer (seed 40): oneDNN 3.12's pooling post-op read a bf16 (N, C, 1, 1)
+    # operand as garbage (4.6e13) for N > 1; profiled at N = 1, the group is pinned to it.
+    model = GlobalPoolPlusPerSample().eval()
+    for batch in (3, 1):
+        x = torch.randn(batch, 3, 4, 1)
+        module, out, _ = fuse(model, [x], dtype)
+        assert_matches(out, eager(model, [x], dtype), dtype)
+        other = torch.randn(2, 3, 4, 1)
+        assert_matches(run(module, [other], dtype), eager(model, [other], dtype), dtype)
+
+
 class GeluMinusOne(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.cat([x, F.gelu(x) - 1.0], -1)

@@ -71,8 +71,8 @@ class Candidate:
 
 
 class SizeVerdict(enum.Enum):
-    """A verdict on sizes: what `_flattened_matmul_broadcast` and `_int8_padding_windows`
-    find."""
+    """A verdict on sizes: what `_flattened_matmul_broadcast`, `_pool_operand` and
+    `_int8_padding_windows` find."""
     SAFE = "safe"
     PIN = "pin"  # safe at the profiled sizes only
     REFUSE = "refuse"
@@ -187,23 +187,36 @@ def _internal_diamond(ops: list[BackendOp]) -> bool:
     return False
 
 
-def _pool_with_full_operand(ops: list[BackendOp], backend: BackendGraph) -> bool:
-    """Whether a binary op combines a pool's result (or one computed from it)
-    with a tensor that has more than one element per channel: oneDNN 3.12's pooling
-    post-op reads it in the wrong layout on NCHW data (all 12 swept cases garbage, up
-    to 1.7e29), as v3.2 did."""
+def _pool_operand(ops: list[BackendOp], backend: BackendGraph) -> SizeVerdict:
+    """REFUSE where a binary op combines a pool's result (or one computed from it) with a
+    tensor that is not per channel: oneDNN 3.12's pooling post-op reads one with more than
+    one element per channel in the wrong layout on NCHW data (all 12 swept cases garbage,
+    up to 1.7e29), as v3.2 did, and one of (N, C, 1, 1) with N > 1 as garbage in bf16
+    (found by the fuzzer, seed 40: off by 4.6e13). PIN where such an operand is computed at
+    run time with a batch of 1: at another batch size it would be (N, C, 1, 1)."""
     # A pool's result and everything computed from it: its post-op chain.
     pooled: set[int] = set()
     for op in sorted(ops, key=lambda op: op.id):  # mapping order: producers first
         if op.kind in ("AvgPool", "MaxPool") or pooled & set(op.inputs):
             pooled |= set(op.outputs)
+    verdict = SizeVerdict.SAFE
     for op in ops:
-        if op.kind in _BINARY_OPS and pooled & set(op.inputs):
-            for t in op.inputs:
-                sizes = backend.tensors[t].sizes
-                if t not in pooled and (sizes is None or any(d != 1 for d in sizes[2:])):
-                    return True
-    return False
+        if op.kind not in _BINARY_OPS or not pooled & set(op.inputs):
+            continue
+        rank = len(backend.tensors[op.outputs[0]].sizes or [])
+        for t in op.inputs:
+            spec = backend.tensors[t]
+            if t in pooled:
+                continue
+            if spec.sizes is None:
+                return SizeVerdict.REFUSE
+            # numpy broadcasting: a lower-rank operand gains leading size-1 dims
+            padded = [1] * (rank - len(spec.sizes)) + spec.sizes
+            if any(d != 1 for i, d in enumerate(padded) if i != 1):
+                return SizeVerdict.REFUSE
+            if not spec.constant and len(spec.sizes) == rank:
+                verdict = SizeVerdict.PIN
+    return verdict
 
 
 def _residual_of_another_int_type(ops: list[BackendOp], backend: BackendGraph) -> bool:
@@ -226,18 +239,19 @@ def _varies_along_last_dim_only(sizes: list[int]) -> bool:
 def _binary_head_with_width_operand(ops: list[BackendOp], backend: BackendGraph) -> bool:
     """Whether a binary op heads the partition (oneDNN runs it as the binary
     primitive) with an operand of one element or of the result's shape, and a later
-    binary op of the partition takes an operand of rank >= 4 that varies along the
-    last dim only: on channels-last data oneDNN 3.12's binary kernel indexes that
-    operand wrongly (`x * 0.5 + b`, b of shape (1, 1, 1, W): off by up to 7), or
-    crashes (`x + a + b`, a of x's shape). A sweep of every broadcast of both
-    operands over 4-d and 5-d results found nothing else."""
+    binary op of the partition, on a result of rank >= 4, takes an operand that varies
+    along the last dim only, whatever its own rank: on channels-last data oneDNN 3.12's
+    binary kernel indexes that operand wrongly (`x * 0.5 + b`, b of shape (1, 1, 1, W) or
+    (W,): off by up to 15), or crashes (`x + a + b`, a of x's shape). A sweep of every
+    broadcast of both operands over 4-d and 5-d results found nothing else."""
     produced = {t for op in ops for t in op.outputs}
 
     def sizes(t: int) -> list[int]:
         return backend.tensors[t].sizes or []
 
-    def width_only(t: int) -> bool:
-        return len(sizes(t)) >= 4 and _varies_along_last_dim_only(sizes(t))
+    def width_only(t: int, op: BackendOp) -> bool:
+        # Of any rank: numpy broadcasting gives a (W,) operand the result's rank.
+        return len(sizes(op.outputs[0])) >= 4 and _varies_along_last_dim_only(sizes(t))
 
     heads = [op for op in ops if op.kind in _BINARY_OPS
              and not any(t in produced for t in op.inputs)
@@ -246,7 +260,8 @@ def _binary_head_with_width_operand(ops: list[BackendOp], backend: BackendGraph)
     if not heads:
         return False
     return any(op.kind in _BINARY_OPS and any(t in produced for t in op.inputs)
-               and any(t not in produced and width_only(t) for t in op.inputs) for op in ops)
+               and any(t not in produced and width_only(t, op) for t in op.inputs)
+               for op in ops)
 
 
 def _full_then_two_width_operands(ops: list[BackendOp], backend: BackendGraph) -> bool:
@@ -453,7 +468,7 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: _int8_products_saturate(c.ops),
      "int8 products on a CPU without VNNI ({isa}): oneDNN sums their pairs in int16, which "
      "saturates"),
-    (lambda c: _pool_with_full_operand(c.ops, c.backend),
+    (lambda c: _pool_operand(c.ops, c.backend) is SizeVerdict.REFUSE,
      "a pool's result combined with a tensor that is not per channel (oneDNN reads it in "
      "the wrong layout)"),
     (lambda c: _flattened_matmul_broadcast(c.ops, c.backend) is SizeVerdict.REFUSE,
@@ -494,7 +509,8 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
             log.debug(NAME, f"partition [{describe(nodes)}] left unfused: {why}")
             continue
         pinned = SizeVerdict.PIN in (_flattened_matmul_broadcast(ops, backend),
-                                   _int8_padding_windows(ops, backend))
+                                     _pool_operand(ops, backend),
+                                     _int8_padding_windows(ops, backend))
         shape_inputs = candidate.shape_inputs
         result.append(Partition(nodes, [mapped.values[i] for i in in_ids] + shape_inputs,
                                 [mapped.values[i] for i in out_ids],
