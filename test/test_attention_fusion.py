@@ -127,3 +127,37 @@ def test_additive_mask_not_proven_finite_left_with_aten() -> None:
     _, out, graph = fuse(model, [x, keep])
     assert_matches(out, eager(model, [x, keep]), "fp32")
     assert not _attention_groups(graph)
+
+
+class HuggingFaceMerge(Attention):
+    """The heads merged as Hugging Face writes it: a reshape to the same shape first, then
+    transpose, contiguous, reshape, with sizes read at run time."""
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        q, k, v = self.heads(self.q(x)), self.heads(self.k(x)), self.heads(self.v(x))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        out = out.reshape(out.size(0), -1, q.size(2), v.size(3)).transpose(1, 2).contiguous()
+        return out.reshape(x.size(0), x.size(1), -1).contiguous()
+
+
+def test_heads_merged_after_a_same_shape_reshape_join_the_attention() -> None:
+    model, x, mask = HuggingFaceMerge().eval(), torch.randn(BATCH, SEQ, WIDTH), _bool_mask()
+    torch_graphfuse.reset_kernel_stats()
+    module, out, graph = fuse(model, [x, mask])
+    assert_matches(out, eager(model, [x, mask]), "fp32")
+    [kinds] = _attention_groups(graph)
+    assert {"aten::reshape", "aten::transpose", "aten::contiguous"} <= set(kinds), graph
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
+
+
+class ReturnsTheSameShapeReshape(Attention):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        q, k, v = self.heads(self.q(x)), self.heads(self.k(x)), self.heads(self.v(x))
+        out = F.scaled_dot_product_attention(q, k, v).reshape(BATCH, HEADS, SEQ, DIM)
+        return out, out.transpose(1, 2).contiguous()
+
+
+def test_same_shape_reshape_returned_keeps_eagers_result() -> None:
+    model, x = ReturnsTheSameShapeReshape().eval(), torch.randn(BATCH, SEQ, WIDTH)
+    _, out, _ = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")

@@ -53,10 +53,10 @@ def _nonzero_divisor(node: torch._C.Node) -> bool:
 
 
 def _small_int_exponent(node: torch._C.Node) -> bool:
-    """x ** 0, 1 or 2: a higher power overflows from values a model can hold
-    (x ** 10 at 1e4)."""
+    """x ** 0 to 3 (x * x * x, as mul is taken; GPT-2's tanh GELU cubes its input): a
+    higher power overflows from values a model can hold (x ** 10 at 1e4)."""
     value = constant_number(node.inputsAt(1))
-    return isinstance(value, int) and 0 <= value <= 2
+    return isinstance(value, (int, float)) and value in (0, 1, 2, 3)
 
 
 def _constant_nonnegative_variance(node: torch._C.Node) -> bool:

@@ -91,14 +91,27 @@ class BackendGraph:
     def __init__(self, first_free_id: int) -> None:
         self.tensors: dict[int, TensorSpec] = {}
         self.ops: list[BackendOp] = []
+        # JIT values mapped as another value's tensor (a reshape to the same shape).
+        self.aliases: dict[int, int] = {}
         self._fresh_ids = itertools.count(first_free_id)
 
     def fresh_id(self) -> int:
         return next(self._fresh_ids)
 
     def add_tensor(self, spec: TensorSpec) -> int:
+        if spec.id in self.aliases:
+            return self.aliases[spec.id]
         self.tensors.setdefault(spec.id, spec)
         return spec.id
+
+    def resolve(self, value_id: int) -> int:
+        """The tensor a JIT value is mapped as: its own, or the one it aliases."""
+        return self.aliases.get(value_id, value_id)
+
+    def producer(self, tensor: int) -> BackendOp | None:
+        """The op computing `tensor`, unless it is a wildcard (or the tensor an input)."""
+        return next((op for op in self.ops if tensor in op.outputs and op.kind != "Wildcard"),
+                    None)
 
     def add_op(self, kind: str, inputs: Sequence[int], outputs: Sequence[int],
                attrs: dict[str, Any] | None = None, node: torch._C.Node | None = None) -> BackendOp:

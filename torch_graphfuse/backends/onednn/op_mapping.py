@@ -141,8 +141,13 @@ def map_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int, facts:
                 if entry.finite_only and not lowering.finite(0):
                     raise Unsupported(f"{entry.finite_only}, and its input is not proven finite")
                 entry.lower(lowering)
-                backend.ops[start].absorbed = lowering.absorbed
-                backend.ops[start].shape_sources = lowering.shape_sources
+                if lowering.joins is not None:  # mapped as its input: in that op's partition
+                    lowering.joins.absorbed += [*lowering.absorbed, node]
+                    lowering.joins.shape_sources += lowering.shape_sources
+                    lowering.joins.static_shapes = True
+                else:
+                    backend.ops[start].absorbed = lowering.absorbed
+                    backend.ops[start].shape_sources = lowering.shape_sources
                 for op in backend.ops[start:]:
                     op.static_shapes = entry.static_shapes or lowering.pinned
                     op.assumes_finite = lowering.assumes_finite

@@ -19,7 +19,7 @@ import torch
 
 from ...passes import shape_arguments
 from ...passes.finiteness import Facts
-from .graph_desc import BACKEND_DTYPES, QUANTIZED_DTYPES, BackendGraph, TensorSpec
+from .graph_desc import BACKEND_DTYPES, QUANTIZED_DTYPES, BackendGraph, BackendOp, TensorSpec
 
 
 class Unsupported(Exception):
@@ -66,6 +66,7 @@ class Lowering:
         # Tensors whose profiled sizes an absorbed shape computation reads.
         self.shape_sources: list[torch._C.Value] = []
         self.pinned = False  # the mapping used profiled sizes: guard exact sizes
+        self.joins: BackendOp | None = None  # the op whose partition takes the node (alias)
         # Graph inputs the mapping assumes finite: the group checks them per call.
         self.assumes_finite: frozenset[int] = frozenset()
 
@@ -109,10 +110,9 @@ class Lowering:
         return len(self.sizes(i))
 
     def sizes(self, i: int) -> list[int]:
-        spec = self.graph.tensors.get(self.node.inputsAt(i).unique())
+        spec = self.graph.tensors.get(self.graph.resolve(self.node.inputsAt(i).unique()))
         if spec is None or spec.sizes is None:
-            self.input(i)
-            spec = self.graph.tensors[self.node.inputsAt(i).unique()]
+            spec = self.graph.tensors[self.input(i)]
         assert spec.sizes is not None
         return spec.sizes
 
@@ -175,6 +175,19 @@ class Lowering:
         self.shape_sources += found.sources
         self.pin_shapes()
         return found.value
+
+    def alias_input(self) -> bool:
+        """Map the node's result as its input's tensor, computing nothing (a reshape to the
+        same shape at the pinned sizes), where a backend op computes that input: the node
+        joins that op's partition, exact sizes guarded. oneDNN's attention pattern takes a
+        transpose after it, not such a reshape between."""
+        x = self.input(0)
+        producer = self.graph.producer(x)
+        if producer is None:
+            return False
+        self.graph.aliases[self.node.output().unique()] = x
+        self.joins = producer
+        return True
 
     def n_inputs(self) -> int:
         return self.node.inputsSize()
@@ -833,6 +846,8 @@ def reshape(lo: Lowering) -> None:
     # the tensors a shape computed at run time reads.
     for i in range(1, lo.n_inputs()):
         lo.shape(i)
+    if lo.sizes(0) == lo.out_sizes() and lo.alias_input():
+        return
     lo.emit("StaticReshape", [lo.input(0)], [lo.output()], shape=lo.out_sizes(),
             special_zero=False)
 
