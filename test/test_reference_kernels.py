@@ -68,6 +68,12 @@ CASES = {
                    (1, c, 14, 14)),
     "layer_norm_divided_per_row": (Fn(lambda s, x: F.layer_norm(x, (64,)) / s.d,
                                       d=nn.Parameter(torch.rand(8, 1) + 0.5)), (8, 64)),
+    # MobileNetV2's block: oneDNN fuses the 1x1 and the depthwise convolution into one
+    # primitive, ref_fused_convolution, which chains their JIT kernels.
+    "inverted_residual": (Fn(lambda s, x: F.relu6(s.dw(F.relu6(s.pw(x)))),
+                             pw=nn.Conv2d(c, 6 * c, 1), dw=nn.Conv2d(6 * c, 6 * c, 3, padding=1,
+                                                                     groups=6 * c)),
+                          (1, c, 28, 28)),
 }
 name = sys.argv[1]
 model, shape = CASES[name]
@@ -85,7 +91,8 @@ print(json.dumps({"groups": len(runner.fusion_groups(graph)), "matches": ok,
 """
 
 CASES = ["eltwise_times_input", "gelu_times_input", "relu_plus_input", "squeeze_excite",
-         "repvgg_block", "t5_norm", "dilated_max_pool", "mean_alone", "layer_norm_divided_per_row"]
+         "repvgg_block", "t5_norm", "dilated_max_pool", "mean_alone", "layer_norm_divided_per_row",
+         "inverted_residual"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -97,6 +104,25 @@ def test_no_fused_group_runs_a_reference_kernel(case: str) -> None:
     slow = [e.line for e in onednn_verbose.primitive_executions(steady) if e.slow]
     assert not slow, "\n".join(slow)
     assert json.loads(out.strip().splitlines()[-1])["matches"]
+
+
+def test_pointwise_and_depthwise_convolution_run_fused() -> None:
+    # The kernel reads ref_fused_convolution as the kernels it chains: the group runs fused.
+    env = dict(os.environ, ONEDNN_VERBOSE="1")
+    out = subprocess.run([sys.executable, "-c", SCRIPT, "inverted_residual"], env=env,
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["matches"] and result["groups"] == 1 and result["fused_runs"] > 0, result
+
+
+@pytest.mark.parametrize(("implementation", "slow"), [
+    ("ref:any", True),
+    ("ref_fused_convolution:any:brgconv_1x1:avx512_core:brdgmm_dw:avx512_core", False),
+    ("ref_fused_convolution:any:ref:any:jit_dw:avx2", True),
+    ("brg_conv_fwd:avx512_core", False),
+])
+def test_what_counts_as_a_reference_kernel(implementation: str, slow: bool) -> None:
+    assert onednn_verbose.Execution("convolution", implementation, "").slow == slow
 
 
 class TanhTimes(nn.Module):

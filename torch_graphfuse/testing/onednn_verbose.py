@@ -6,6 +6,7 @@ which implementation. oneDNN 3.x writes
 
 A primitive run by oneDNN's reference implementation names it `ref:any` (or another
 `ref` one): orders of magnitude slower than ATen, never acceptable inside a fused group.
+`ref_fused_convolution` is the exception where the kernels it chains are not reference ones.
 Nor is the generic layer norm (`simple:any`), 70 times slower than its JIT kernel.
 """
 
@@ -22,7 +23,12 @@ class Execution:
 
     @property
     def slow(self) -> bool:
-        """Whether ATen runs the op faster (the kernel's own test, csrc/onednn/verbose.h)."""
+        """Whether ATen runs the op faster (the kernel's own test, csrc/onednn/verbose.h).
+        A 1x1 and a depthwise convolution fused run as `ref_fused_convolution:any:` and the
+        two kernels it chains: slow only if one of those is a reference one."""
+        fused = "ref_fused_convolution:any:"
+        if self.implementation.startswith(fused):
+            return ":ref" in self.implementation[len(fused) - 1:]
         return self.implementation.startswith("ref") or (
             self.kind == "layer_normalization" and self.implementation.startswith("simple"))
 
