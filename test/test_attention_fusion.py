@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fusion_check import DTYPES, assert_matches, check_nonfinite_call, eager, fuse, group_kinds
+from fusion_check import (
+    DTYPES,
+    assert_matches,
+    check_nonfinite_call,
+    eager,
+    fuse,
+    group_kinds,
+    run,
+)
 from torch import nn
 from torch.nn import functional as F
 
@@ -161,3 +169,18 @@ def test_same_shape_reshape_returned_keeps_eagers_result() -> None:
     model, x = ReturnsTheSameShapeReshape().eval(), torch.randn(BATCH, SEQ, WIDTH)
     _, out, _ = fuse(model, [x])
     assert_matches(out, eager(model, [x]), "fp32")
+
+
+class HeadSizeOf(nn.Module):
+    """Attention over inputs whose head size varies between calls: the default scale is
+    1 / sqrt(head size)."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v) * 2.0
+
+
+def test_default_scale_follows_the_head_size() -> None:
+    model = HeadSizeOf()
+    module, _, _ = fuse(model, [torch.randn(BATCH, HEADS, SEQ, DIM) for _ in range(3)])
+    other = [torch.randn(BATCH, HEADS, SEQ, 2 * DIM) for _ in range(3)]
+    assert_matches(run(module, other), eager(model, other), "fp32")

@@ -645,6 +645,7 @@ def scaled_dot_product_attention(lo: Lowering) -> None:
     scale = None if lo.n_inputs() < 7 or lo.is_none(6) else float(lo.const(6))
     if scale is None:
         scale = 1.0 / math.sqrt(qs[3])
+        lo.pin_shapes()  # the scale of the profiled head size
     # Eager keeps the scores in float32 for bf16 inputs.
     scores = [lo.temp(q, qs[:3] + [ks[2]]) for _ in range(3)]
     for t in scores:
