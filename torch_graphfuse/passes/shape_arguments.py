@@ -77,14 +77,16 @@ def _profiled_sizes(value: torch._C.Value) -> list[int] | None:
 @dataclass
 class ShapeChain:
     """The arithmetic computing one shape argument, and its value at the profiled sizes."""
-    nodes: list[torch._C.Node]  # in graph order, constants left out
-    sources: list[torch._C.Value]  # the tensors whose sizes it reads
+    nodes: list[torch._C.Node]  # each after the nodes it reads, constants left out
+    sources: list[torch._C.Value]  # the tensors whose sizes it reads, each once
     value: Any
 
 
 def chain(value: torch._C.Value) -> ShapeChain | None:
     """The shape arithmetic computing `value`, or None where it is anything else or reads a
     tensor without profiled sizes."""
+    if value.node().kind() == "prim::Constant":
+        return None
     nodes: list[torch._C.Node] = []
     sources: list[torch._C.Value] = []
     seen: dict[int, Any] = {}
@@ -101,7 +103,8 @@ def chain(value: torch._C.Value) -> ShapeChain | None:
             if sizes is None or dim.node().kind() != "prim::Constant":
                 raise LookupError
             result = sizes[dim.toIValue()]
-            sources.append(node.inputsAt(0))
+            if all(t.unique() != node.inputsAt(0).unique() for t in sources):
+                sources.append(node.inputsAt(0))
             nodes.append(node)
         elif node.kind() in ARITHMETIC and node.outputsSize() == 1:
             result = ARITHMETIC[node.kind()](*(evaluate(x) for x in node.inputs()))
@@ -117,10 +120,8 @@ def chain(value: torch._C.Value) -> ShapeChain | None:
         result = evaluate(value)
     except (LookupError, TypeError, ValueError, RuntimeError, ZeroDivisionError):
         return None
-    if value.node().kind() == "prim::Constant":
-        return None
-    order = {n: i for i, n in enumerate(nodes)}
-    return ShapeChain(sorted(set(nodes), key=order.__getitem__), sources, result)
+    # Each value is evaluated once (`seen`), after its inputs: no node twice, in order.
+    return ShapeChain(nodes, sources, result)
 
 
 def _clone_before(graph: torch._C.Graph, shape: ShapeChain, anchor: torch._C.Node,
