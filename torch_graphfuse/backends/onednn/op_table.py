@@ -37,6 +37,8 @@ def tensor_spec(value: torch._C.Value) -> TensorSpec:
         spec.dtype = BACKEND_DTYPES[dtype]
     elif dtype in QUANTIZED_DTYPES:
         spec.dtype = QUANTIZED_DTYPES[dtype]
+    elif dtype == torch.bool:
+        spec.dtype = "bool"
     sizes = t.sizes() if t.dim() is not None else None
     if sizes is not None and all(s is not None for s in sizes):
         spec.sizes = list(sizes)
@@ -71,14 +73,15 @@ class Lowering:
         self.assumes_finite: frozenset[int] = frozenset()
 
     # -- tensors ---------------------------------------------------------
-    def _tensor(self, value: torch._C.Value, what: str) -> int:
+    def _tensor(self, value: torch._C.Value, what: str, mask: bool = False) -> int:
         t = value.type()
         if not isinstance(t, torch._C.TensorType):
             raise Unsupported(f"{what} is not a tensor")
         if t.device() is not None and t.device().type != "cpu":
             raise Unsupported(f"{what} is on {t.device()}")
-        if t.dtype() not in BACKEND_DTYPES and not (self.quantized
-                                                    and t.dtype() in QUANTIZED_DTYPES):
+        if t.dtype() not in BACKEND_DTYPES and not (
+                self.quantized and t.dtype() in QUANTIZED_DTYPES) and not (
+                mask and t.dtype() == torch.bool):
             raise Unsupported(f"{what} has dtype {t.dtype()}")
         spec = tensor_spec(value)
         if spec.sizes is None:
@@ -91,17 +94,8 @@ class Lowering:
         return self._tensor(self.node.inputsAt(i), f"input {i}")
 
     def mask_input(self, i: int) -> int:
-        """A bool tensor input (an attention mask): oneDNN's Select reads it."""
-        value = self.node.inputsAt(i)
-        t = value.type()
-        if t.device() is not None and t.device().type != "cpu":
-            raise Unsupported(f"input {i} is on {t.device()}")
-        spec = tensor_spec(value)
-        if not spec.sizes:
-            raise Unsupported(f"input {i} has no profiled shape")
-        spec.dtype = "bool"
-        self.graph.tensors[spec.id] = spec  # an operand of other ops too: Select's
-        return spec.id
+        """A tensor input that may also be bool (an attention mask, which Select reads)."""
+        return self._tensor(self.node.inputsAt(i), f"input {i}", mask=True)
 
     def output(self, i: int = 0) -> int:
         return self._tensor(self.node.outputsAt(i), f"output {i}")
@@ -116,12 +110,13 @@ class Lowering:
         assert spec.sizes is not None
         return spec.sizes
 
-    def temp(self, like: int, sizes: list[int] | None = None) -> int:
-        """A fresh tensor internal to this node's mapping, of `like`'s dtype and of its
-        sizes unless given."""
+    def temp(self, like: int, sizes: list[int] | None = None, dtype: str | None = None) -> int:
+        """A fresh tensor internal to this node's mapping, of `like`'s dtype and sizes unless
+        given."""
         base = self.graph.tensors[like]
-        return self.graph.add_tensor(TensorSpec(self.graph.fresh_id(), base.dtype, False,
-                                                base.sizes if sizes is None else sizes, None))
+        return self.graph.add_tensor(TensorSpec(self.graph.fresh_id(), dtype or base.dtype,
+                                                False, base.sizes if sizes is None else sizes,
+                                                None))
 
     def constant(self, value: torch.Tensor) -> int:
         """A constant tensor input: a prim::Constant inserted before the node (dead code,
@@ -652,16 +647,13 @@ def scaled_dot_product_attention(lo: Lowering) -> None:
         scale = 1.0 / math.sqrt(qs[3])
         lo.pin_shapes()  # the scale of the profiled head size
     # Eager keeps the scores in float32 for bf16 inputs.
-    scores = [lo.temp(q, qs[:3] + [ks[2]]) for _ in range(3)]
-    for t in scores:
-        lo.graph.tensors[t].dtype = "f32"
+    scores = [lo.temp(q, qs[:3] + [ks[2]], "f32") for _ in range(3)]
     lo.emit("MatMul", [q, k], [scores[0]], transpose_b=True)
     lo.emit("Multiply", [scores[0], lo.constant(torch.tensor([scale]))], [scores[1]],
             auto_broadcast="numpy")
     masked = scores[1]
     if not lo.is_none(3):
-        mask = lo.mask_input(3) if lo.node.inputsAt(3).type().dtype() == torch.bool \
-            else lo.input(3)
+        mask = lo.mask_input(3)
         if lo.rank(3) > 4:
             raise Unsupported("a mask of rank above 4")
         masked = scores[2]
