@@ -9,7 +9,7 @@
 # Arguments go to pytest, and only the main run happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh cuda zoo
 . .venv/bin/activate
 ruff check .
 python -m pytest test -q "$@"
