@@ -173,7 +173,10 @@ def _pointwise(cudnn: ModuleType, fe: Any, node: ir.Node, tensors: dict[int, Any
     if spec is None:
         raise BuildError(f"pointwise: mode {mode!r} has no frontend call")
     # A number operand (x * 0.5, clamp bounds) is the last input, as a scalar
-    # baked into the graph: the IR's fingerprint, and so the plan caches, hold it.
+    # the graph holds: the IR's fingerprint, and so the plan caches, hold it. A
+    # runtime parameter, not a compile-time constant: cuDNN refuses constants
+    # before 9.22 (CUDNN_ATTR_TENSOR_CONSTANT_VALUE), and CUDA builds of torch bring
+    # older ones (9.20 for 2.13.0); the frontend passes the value at every execute.
     scalar = node.attrs.get("scalar")
     n_tensors = spec.arity - (scalar is not None)
     if n_tensors < 1:
@@ -181,7 +184,7 @@ def _pointwise(cudnn: ModuleType, fe: Any, node: ir.Node, tensors: dict[int, Any
     _check(node, {f"IN_{i}" for i in range(n_tensors)}, {"mode", "scalar", *spec.attrs})
     inputs = [tensors[node.inputs[f"IN_{i}"]] for i in range(n_tensors)]
     if scalar is not None:
-        inputs.append(fe.tensor_scalar(float(scalar), cudnn.scalar_type.COMPILE_TIME_CONST,
+        inputs.append(fe.tensor_scalar(float(scalar), cudnn.scalar_type.RUNTIME_PARAM,
                                        name=f"{name}_scalar"))
     options = {spec.attrs[a]: float(v) for a, v in node.attrs.items()
                if a in spec.attrs and v is not None}
