@@ -1,74 +1,80 @@
 #!/usr/bin/env bash
-# The GPU tier of the cuDNN backend in one command:
+# The GPU tier of the cuDNN backend in one command, on a GPU machine as it is:
 #
-#   scripts/gpu_test.sh                  # set up, then test/cudnn with its GPU tests
-#   scripts/gpu_test.sh --bench          # the same, then benchmarks/gpu_bench.py
-#   scripts/gpu_test.sh --bench --quick  # the same with a small benchmark
+#   scripts/gpu_test.sh                  # preflight, build, then test/cudnn with its GPU tests
+#   scripts/gpu_test.sh --bench [ARGS]   # the same, then benchmarks/gpu_bench.py ARGS
 #
-# What it expects: Linux x86-64, an NVIDIA GPU with a driver for CUDA 13 (R580 or
-# newer), what scripts/setup.sh needs (Python 3.11, gcc, cmake, PyPI), and PyTorch's
-# wheel index (TORCH_CUDA_INDEX, default https://download.pytorch.org/whl/cu130).
+# What it expects: Linux x86-64, an NVIDIA GPU with a driver for CUDA 13 (R580 or newer),
+# a Python ($PYTHON, default python3) with a CUDA build of torch and the cuDNN 9 that torch
+# loads, CMake, Ninja and a C++17 compiler. It makes no virtual environment and downloads
+# nothing: GPU machines may have no package index and no pip. What that Python lacks of
+# requirements-gpu.txt (the cuDNN frontend, pytest) comes from the wheels in wheels/gpu,
+# which scripts/gpu_wheels.sh downloads wherever PyPI is reachable; they are unpacked into
+# .gpu/site, which goes on PYTHONPATH.
 #
-# What it does: scripts/setup.sh (.venv with requirements.txt's torch, the `cuda`
-# extra, the extension), then, once, if that torch is a CPU build, replaces it by the
-# CUDA build of the same version, which brings its own cuDNN 9. The extension is
-# kept, on the assumption (not verified: no GPU machine was available) that the CPU
-# and CUDA builds of one version share the C++ API it uses; it calls no CUDA API
-# itself (cuDNN groups run from Python). If it fails to load, rebuild it there. After the swap it does not
-# run setup.sh again: reconfiguring CMake against a CUDA torch needs the CUDA toolkit.
-# Back to the CPU torch: rm .venv/.torch-cuda .venv/.requirements.sha, pip uninstall
-# torch, then scripts/setup.sh.
+# The extension is built against that Python's torch into build/gpu (the CPU build keeps
+# build/cmake). Both write torch_graphfuse/_C.<python tag>.so: where the CPU venv's Python
+# is the same version, run scripts/setup.sh again before using the CPU build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bench=()
 case "${1:-}" in
-  --bench) shift; bench=(python benchmarks/gpu_bench.py "$@") ;;
+  --bench) shift; bench=(benchmarks/gpu_bench.py "$@") ;;
   "") ;;
   *) echo "usage: scripts/gpu_test.sh [--bench [gpu_bench.py options]]" >&2; exit 2 ;;
 esac
 
-if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+python=$(command -v "${PYTHON:-python3}")
+if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu_test: no NVIDIA GPU or driver here (nvidia-smi fails); the CPU tiers run" \
        "with scripts/test.sh" >&2
   exit 1
 fi
 
-cuda_stamp=.venv/.torch-cuda
-if [ ! -f "$cuda_stamp" ]; then
-  scripts/setup.sh
-  # shellcheck disable=SC1091
-  . .venv/bin/activate
-  if [ "$(python -c 'import torch; print(torch.version.cuda is None)')" = True ]; then
-    version=$(python -c "import torch; print(torch.__version__.split('+')[0])")
-    index=${TORCH_CUDA_INDEX:-https://download.pytorch.org/whl/cu130}
-    echo "gpu_test: replacing the CPU torch by torch $version from $index"
-    # Uninstalled first: the CPU build satisfies torch==$version as far as pip can tell.
-    python -m pip uninstall -q -y torch
-    python -m pip install -q "torch==$version" --index-url "$index" \
-      --extra-index-url https://pypi.org/simple
-  fi
-  python -c "import torch; print(torch.__version__)" > "$cuda_stamp"
-fi
-# shellcheck disable=SC1091
-. .venv/bin/activate
-
-python - <<'EOF'
+site=.gpu/site
+mkdir -p "$site"
+"$python" - "$site" wheels/gpu <<'PY'
+# Unpack each carried wheel whose distribution this Python lacks: a wheel is a zip
+# of what pip would copy into site-packages.
+import importlib.metadata
+import pathlib
 import sys
+import sysconfig
+import zipfile
 
-import torch
+site, carried = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+for wheel in sorted(carried.glob("*.whl")):
+    dist, version, *_, python_tag, abi, platform = wheel.stem.split("-")
+    try:
+        have = importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        have = None
+    if have is not None and not (site / f"{dist}-{version}.dist-info").exists():
+        continue
+    if python_tag not in ("py3", tag):
+        sys.exit(f"gpu_test: {wheel.name} is for {python_tag}, this Python is {tag}: "
+                 f"GPU_PYTHON_VERSION={sys.version_info.major}.{sys.version_info.minor} "
+                 "scripts/gpu_wheels.sh")
+    print(f"gpu_test: unpacking {wheel.name}")
+    zipfile.ZipFile(wheel).extractall(site)
+PY
+export PYTHONPATH="$PWD/$site${PYTHONPATH:+:$PYTHONPATH}"
+for module in cudnn pytest; do
+  if ! "$python" -c "import $module" 2>/dev/null; then
+    echo "gpu_test: $python cannot import $module; bring its wheel: scripts/gpu_wheels.sh" >&2
+    exit 1
+  fi
+done
 
-if not torch.cuda.is_available():
-    sys.exit(f"gpu_test: torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU")
-import cudnn
+echo "gpu_test: building the extension against $python's torch into build/gpu"
+cmake -S . -B build/gpu -G Ninja -DPython3_EXECUTABLE="$python" \
+  -DGRAPHFUSE_OUTPUT_DIR="$PWD/torch_graphfuse" >/dev/null
+cmake --build build/gpu | grep -v "^ninja: no work to do" || true
 
-import torch_graphfuse  # noqa: F401  (the extension loads with this torch)
-
-print(f"gpu_test: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-      f"cuDNN {cudnn.backend_version()}, frontend {cudnn.__version__}")
-EOF
-
-python -m pytest test/cudnn -q -rs
+"$python" -m torch_graphfuse.backends.cudnn.preflight
+"$python" -m pytest test/cudnn -q -rs
 if [ ${#bench[@]} -gt 0 ]; then
-  "${bench[@]}"
+  "$python" "${bench[@]}"
 fi
