@@ -3,12 +3,16 @@ on CPU: plans are fake bytes from a fake compiler, cuDNN is never called."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import json
 import os
 import shutil
 import subprocess
 import sys
+import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +22,27 @@ import torch
 from torch_graphfuse.backends.cudnn import ir, plans, runtime
 
 
-def conv_relu_ir(channels: int = 8) -> ir.Graph:
+def conv_relu_ir(channels: int = 8, dtype: str = "half") -> ir.Graph:
     """conv_fprop (1, channels, 4, 4) * (channels, channels, 3, 3) -> relu, channels_last
-    half (a layout and type cuDNN fuses)."""
+    (a layout cuDNN fuses), in `dtype`."""
     c = channels
-    x = ir.Tensor(0, [1, c, 4, 4], [16 * c, 1, 4 * c, c], "half")
-    w = ir.Tensor(1, [c, c, 3, 3], [9 * c, 1, 3 * c, c], "half")
-    y = ir.Tensor(2, [1, c, 4, 4], [16 * c, 1, 4 * c, c], "half", virtual=True)
-    z = ir.Tensor(3, [1, c, 4, 4], [16 * c, 1, 4 * c, c], "half")
+    x = ir.Tensor(0, [1, c, 4, 4], [16 * c, 1, 4 * c, c], dtype)
+    w = ir.Tensor(1, [c, c, 3, 3], [9 * c, 1, 3 * c, c], dtype)
+    y = ir.Tensor(2, [1, c, 4, 4], [16 * c, 1, 4 * c, c], dtype, virtual=True)
+    z = ir.Tensor(3, [1, c, 4, 4], [16 * c, 1, 4 * c, c], dtype)
     nodes = [ir.Node("conv_fprop", {"X": 0, "W": 1}, {"Y": 2},
                      {"padding": [1, 1], "stride": [1, 1], "dilation": [1, 1]}),
              ir.Node("pointwise", {"IN_0": 2}, {"OUT_0": 3}, {"mode": "relu_fwd"})]
-    return ir.Graph("half", "float", "float", [x, w, y, z], nodes, [0, 1], [3])
+    return ir.Graph(dtype, "float", "float", [x, w, y, z], nodes, [0, 1], [3])
+
+
+def matmul_ir(dtype: str) -> ir.Graph:
+    """matmul (1, 16, 32) @ (1, 32, 8) in `dtype`."""
+    a = ir.Tensor(0, [1, 16, 32], [512, 32, 1], dtype)
+    b = ir.Tensor(1, [1, 32, 8], [256, 8, 1], dtype)
+    c = ir.Tensor(2, [1, 16, 8], [128, 8, 1], dtype)
+    return ir.Graph(dtype, "float", "float", [a, b, c],
+                    [ir.Node("matmul", {"A": 0, "B": 1}, {"C": 2}, {})], [0, 1], [2])
 
 
 def key_of(graph: ir.Graph, **changes: Any) -> plans.PlanKey:
@@ -45,19 +58,23 @@ class FakeCompiler:
         self.loads = 0
         self.fail_loads = False
 
-    def build(self, graph: ir.Graph, handle: Any, autotune: bool
+    def build(self, graph: ir.Graph, handle: Any, autotune: bool, tf32: bool,
+              failed_engines: frozenset[str] = frozenset()
               ) -> tuple[plans.Compiled, bytes | None]:
         self.builds += 1
-        payload = f"plan {graph.fingerprint()} #{self.builds}".encode()
+        self.last_build = (tf32, failed_engines)
+        engine = f"eng{len(failed_engines)}"
+        payload = f"plan {graph.fingerprint()} #{self.builds} {engine}".encode()
         uids = {tid: 100 + tid for tid in (*graph.inputs, *graph.outputs)}
-        return plans.Compiled(payload, uids, 256, autotune), payload
+        return plans.Compiled(payload, uids, 256, autotune, engine, failed_engines), payload
 
     def load(self, stored: plans.StoredPlan, handle: Any) -> plans.Compiled:
         self.loads += 1
         if self.fail_loads:
             raise RuntimeError("cuDNN refuses the plan")
         uids = {int(tid): int(uid) for tid, uid in stored.meta["uids"]}
-        return plans.Compiled(stored.payload, uids, 256, bool(stored.meta["autotuned"]))
+        return plans.Compiled(stored.payload, uids, 256, bool(stored.meta["autotuned"]),
+                              stored.meta["engine"], frozenset(stored.meta["failed_engines"]))
 
 
 @pytest.fixture
@@ -74,7 +91,7 @@ def test_same_ir_and_device_give_the_same_key() -> None:
 
 @pytest.mark.parametrize("change", [
     {"device_name": "NVIDIA A100-SXM4-80GB"}, {"sm_version": 80}, {"sm_count": 114},
-    {"cudnn_version": 92900}, {"frontend_version": "1.33.0"}])
+    {"cudnn_version": 92900}, {"frontend_version": "1.33.0"}, {"tf32": True}])
 def test_device_or_library_change_changes_the_key(change: dict[str, Any]) -> None:
     graph = conv_relu_ir()
     assert key_of(graph, **change).digest() != key_of(graph).digest()
@@ -116,7 +133,7 @@ def _flip_last_byte(data: bytes) -> bytes:
 
 
 def _other_format(data: bytes) -> bytes:
-    return data.replace(b'"format": 1', b'"format": 0')
+    return data.replace(f'"format": {plans.FORMAT_VERSION}'.encode(), b'"format": 0')
 
 
 @pytest.mark.parametrize(("damage", "reason"), [
@@ -268,9 +285,10 @@ def test_autotune_request_replaces_an_untimed_plan(store: plans.PlanStore) -> No
 
 def test_unserializable_plan_runs_without_a_disk_entry(store: plans.PlanStore) -> None:
     class NoBytes(FakeCompiler):
-        def build(self, graph: ir.Graph, handle: Any, autotune: bool
+        def build(self, graph: ir.Graph, handle: Any, autotune: bool, tf32: bool,
+                  failed_engines: frozenset[str] = frozenset()
                   ) -> tuple[plans.Compiled, bytes | None]:
-            compiled, _ = super().build(graph, handle, autotune)
+            compiled, _ = super().build(graph, handle, autotune, tf32, failed_engines)
             return compiled, None
 
     graph = conv_relu_ir()
@@ -282,9 +300,8 @@ def test_cache_without_store_builds_once(tmp_path: Path) -> None:
     compiler = FakeCompiler()
     cache = plans.PlanCache(compiler, None)
     graph = conv_relu_ir()
-    for _ in range(3):
-        cache.get(graph, key_of(graph), 0, None, autotune=False)
-    assert compiler.builds == 1 and cache.stats.memory_hits == 2
+    held = [cache.get(graph, key_of(graph), 0, None, autotune=False) for _ in range(3)]
+    assert compiler.builds == 1 and cache.stats.memory_hits == 2 and held[0] is held[2]
 
 
 # -- the runtime, without CUDA ------------------------------------------------------------------
@@ -460,7 +477,8 @@ def test_corrupt_real_plan_is_rebuilt_by_the_next_process(
 def test_group_cudnn_refuses_is_not_planned_again_on_every_run(
         store: plans.PlanStore, monkeypatch: pytest.MonkeyPatch) -> None:
     class Refusing(FakeCompiler):
-        def build(self, graph: ir.Graph, handle: Any, autotune: bool
+        def build(self, graph: ir.Graph, handle: Any, autotune: bool, tf32: bool,
+                  failed_engines: frozenset[str] = frozenset()
                   ) -> tuple[plans.Compiled, bytes | None]:
             self.builds += 1
             raise RuntimeError("no engine supports this graph")
@@ -482,7 +500,152 @@ def test_executor_keeps_its_plan_per_device(store: plans.PlanStore,
     monkeypatch.setattr(runtime, "plan_cache", lambda: cache)
     monkeypatch.setattr(plans, "device_key", lambda graph, index: key_of(graph))
     executor = runtime.CudnnExecutor(conv_relu_ir().to_json())
-    first = executor.plan_for(0, None)
-    assert executor.plan_for(0, None) is first and cache.stats.memory_hits == 0
-    assert executor.plan_for(1, None) is not first
+    _, first = executor.plan_for(0, None)
+    assert executor.plan_for(0, None)[1] is first and cache.stats.memory_hits == 0
+    assert executor.plan_for(1, None)[1] is not first
     assert first.uids == {0: 100, 1: 101, 3: 103}
+
+
+def test_executor_plans_again_when_torch_tf32_flag_changes(
+        store: plans.PlanStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = plans.PlanCache(FakeCompiler(), store)
+    monkeypatch.setattr(runtime, "plan_cache", lambda: cache)
+    monkeypatch.setattr(plans, "device_key",
+                        lambda graph, index: key_of(graph, tf32=plans.tf32_allowed(graph)))
+    executor = runtime.CudnnExecutor(conv_relu_ir(dtype="float").to_json())
+    with tf32_flags(conv=False, matmul=False):
+        key_ieee, ieee = executor.plan_for(0, None)
+    with tf32_flags(conv=True, matmul=False):
+        key_tf32, tf32 = executor.plan_for(0, None)
+    assert (key_ieee.tf32, key_tf32.tf32) == (False, True) and tf32 is not ieee
+    assert cache.compiler.last_build[0] is True  # type: ignore[attr-defined]
+
+
+# -- precision ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def tf32_flags(conv: bool, matmul: bool) -> Iterator[None]:
+    """torch's two TF32 flags set, then put back (the cuBLAS one is not an attribute
+    monkeypatch can restore)."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = conv, matmul
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def test_tf32_follows_eager_flags_per_anchor() -> None:
+    conv, matmul = conv_relu_ir(dtype="float"), matmul_ir("float")
+    with tf32_flags(conv=True, matmul=False):
+        assert (plans.tf32_allowed(conv), plans.tf32_allowed(matmul)) == (True, False)
+        assert not plans.tf32_allowed(conv_relu_ir(dtype="half"))
+    with tf32_flags(conv=False, matmul=True):
+        assert (plans.tf32_allowed(conv), plans.tf32_allowed(matmul)) == (False, True)
+        assert not plans.tf32_allowed(matmul_ir("bfloat16"))
+
+
+def test_engines_that_down_convert_are_never_chosen_and_tensor_cores_only_with_tf32() -> None:
+    assert plans.deselected_notes(conv_relu_ir(dtype="half"), tf32=False) == ["DOWN_CONVERT_INPUTS"]
+    assert plans.deselected_notes(conv_relu_ir(dtype="float"), tf32=True) == ["DOWN_CONVERT_INPUTS"]
+    assert plans.deselected_notes(conv_relu_ir(dtype="float"), tf32=False) == [
+        "DOWN_CONVERT_INPUTS", "TENSOR_CORE"]
+
+
+# -- a plan that fails to execute, and plans no group uses --------------------------------------
+
+
+def test_failed_plan_is_replaced_by_one_of_another_engine_on_disk_too(
+        store: plans.PlanStore) -> None:
+    compiler = FakeCompiler()
+    cache = plans.PlanCache(compiler, store)
+    graph = conv_relu_ir()
+    key = key_of(graph)
+    failed = cache.get(graph, key, 0, None, autotune=False)
+    second = cache.replace(graph, key, 0, None, failed)
+    assert (failed.engine, second.engine, second.failed_engines) == ("eng0", "eng1",
+                                                                     frozenset({"eng0"}))
+    third = cache.replace(graph, key, 0, None, second)
+    assert third.failed_engines == {"eng0", "eng1"}
+    assert cache.get(graph, key, 0, None, autotune=False) is third
+    assert cache.stats.plans_replaced == 2
+    fresh = plans.PlanCache(FakeCompiler(), store)
+    assert fresh.get(graph, key, 0, None, autotune=False).engine == third.engine
+
+
+def test_a_plan_replaced_by_another_thread_is_not_replaced_twice(store: plans.PlanStore) -> None:
+    cache = plans.PlanCache(FakeCompiler(), store)
+    graph = conv_relu_ir()
+    key = key_of(graph)
+    failed = cache.get(graph, key, 0, None, autotune=False)
+    replaced = cache.replace(graph, key, 0, None, failed)
+    assert cache.replace(graph, key, 0, None, failed) is replaced
+    assert cache.stats.plans_replaced == 1
+
+
+def test_plan_no_group_holds_is_released_and_read_back_from_disk(store: plans.PlanStore) -> None:
+    compiler = FakeCompiler()
+    cache = plans.PlanCache(compiler, store)
+    graph = conv_relu_ir()
+    held = cache.get(graph, key_of(graph), 0, None, autotune=False)
+    released = weakref.ref(held)
+    del held
+    gc.collect()
+    assert released() is None
+    cache.get(graph, key_of(graph), 0, None, autotune=False)
+    assert (compiler.builds, cache.stats.memory_hits, cache.stats.disk_hits) == (1, 0, 1)
+
+
+ENGINES_CHILD = """
+import json, sys
+from pathlib import Path
+from torch_graphfuse.backends.cudnn import ir, plans
+compiler = plans.CudnnCompiler(device="H100")
+graph = ir.Graph.from_json(Path(sys.argv[1]).read_text())
+result = {}
+for tf32 in (False, True):
+    try:
+        first, payload = compiler.build(graph, None, False, tf32)
+    except RuntimeError as error:
+        result[str(tf32)] = {"error": str(error)}
+        continue
+    entry = {"engine": first.engine, "config": first.engine_config,
+             "loaded": compiler.load(plans.StoredPlan(payload, first.meta()), None).engine}
+    try:
+        entry["next"] = compiler.build(graph, None, False, tf32,
+                                       frozenset({first.engine}))[0].engine
+    except RuntimeError:
+        entry["next"] = None
+    result[str(tf32)] = entry
+Path(sys.argv[2]).write_text(json.dumps(result))
+"""
+
+
+def engines_deviceless(stand_in: Path, graph: ir.Graph, tmp_path: Path) -> dict[str, Any]:
+    """cuDNN's first plan for `graph` on a described H100 with TF32 off and on, the
+    plan after it when its engine fails, and the engine its serialized form loads as."""
+    graph_file, result = tmp_path / "graph.json", tmp_path / "engines.json"
+    graph_file.write_text(graph.to_json())
+    env = {**os.environ, "LD_LIBRARY_PATH": str(stand_in)}
+    done = subprocess.run([sys.executable, "-c", ENGINES_CHILD, str(graph_file), str(result)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(result.read_text())
+
+
+def test_real_failed_engine_is_replaced_by_another_and_plans_keep_their_engine(
+        driver_stand_in: Path, tmp_path: Path) -> None:
+    found = engines_deviceless(driver_stand_in, conv_relu_ir(dtype="half"), tmp_path)["False"]
+    assert found["next"] not in (None, found["engine"])
+    assert found["loaded"] == found["engine"]
+    assert found["config"] is not None and isinstance(found["config"][0], int)
+
+
+def test_real_fp32_matmul_without_tf32_has_no_plan_and_says_why(
+        driver_stand_in: Path, tmp_path: Path) -> None:
+    # On sm_90, every engine cuDNN offers for an fp32 matmul runs on tensor cores: with
+    # TF32 off, as eager's matmuls are by default, the group stays with ATen.
+    found = engines_deviceless(driver_stand_in, matmul_ir("float"), tmp_path)
+    assert "without TF32, and TF32 is off" in found["False"]["error"]
+    assert found["True"]["engine"]

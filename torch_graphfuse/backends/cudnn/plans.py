@@ -10,8 +10,21 @@ group's first run, so plans are kept:
   process starts without choosing again.
 
 Both are keyed by PlanKey: the IR's fingerprint, the device's name, SM version
-and SM count, and the cuDNN and frontend versions, since a plan is valid only
-for the graph, GPU and library it was built for. An entry on disk carries its
+and SM count, the cuDNN and frontend versions, and whether TF32 is allowed, since
+a plan is valid only for the graph, GPU, library and precision it was built for.
+A plan is kept as cuDNN serialized it, with its engine id and knobs beside it,
+never as an index into the heuristics' list (that list drifts between cuDNN
+versions). The memory cache holds a plan only while a group uses it: when the
+last group that runs it dies, cuDNN's plan is released.
+
+Precision follows eager: engines that down-convert their inputs are never
+chosen, and an fp32 group runs on tensor cores (TF32) only where eager would,
+torch.backends.cudnn.allow_tf32 for a convolution and
+torch.backends.cuda.matmul.allow_tf32 for a matmul.
+
+A plan that fails to execute is replaced by the next one cuDNN offers for the
+graph, the failed engines deselected (runtime.py retries), as torch's own cuDNN
+convolutions do. An entry on disk carries its
 key, a format version and a checksum of the plan bytes; anything that does not
 match (a corrupt, truncated, foreign or older entry) is rebuilt and overwritten,
 never handed to cuDNN. Entries are written to a temporary file and renamed, so a
@@ -30,6 +43,7 @@ import struct
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,7 +55,7 @@ from .ir import TORCH_DTYPES
 
 NAME = log.module_name(__file__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MAGIC = b"TGFPLAN\0"
 _HEADER_LEN = struct.Struct("<I")
 CACHE_DIR_ENV = "TORCH_GRAPHFUSE_CACHE_DIR"
@@ -77,6 +91,7 @@ class PlanKey:
     sm_count: int
     cudnn_version: int
     frontend_version: str
+    tf32: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,7 +101,8 @@ class PlanKey:
 
 
 def device_key(graph: ir.Graph, device_index: int) -> PlanKey:
-    """The key of `graph`'s plan on CUDA device `device_index` with the installed cuDNN."""
+    """The key of `graph`'s plan on CUDA device `device_index` with the installed cuDNN
+    and torch's TF32 settings as they are now."""
     import torch
 
     from . import builder
@@ -94,7 +110,31 @@ def device_key(graph: ir.Graph, device_index: int) -> PlanKey:
     cudnn = builder.load_cudnn()
     props = torch.cuda.get_device_properties(device_index)
     return PlanKey(graph.fingerprint(), props.name, props.major * 10 + props.minor,
-                   props.multi_processor_count, int(cudnn.backend_version()), cudnn.__version__)
+                   props.multi_processor_count, int(cudnn.backend_version()), cudnn.__version__,
+                   tf32_allowed(graph))
+
+
+def tf32_allowed(graph: ir.Graph) -> bool:
+    """Whether eager would run this group's anchor in TF32: never outside fp32; a
+    convolution as torch.backends.cudnn.allow_tf32 says (on by default), a matmul as
+    torch.backends.cuda.matmul.allow_tf32 says (off by default)."""
+    import torch
+
+    if graph.io_dtype != "float":
+        return False
+    if any(node.op == "conv_fprop" for node in graph.nodes):
+        return bool(torch.backends.cudnn.allow_tf32)
+    return bool(torch.backends.cuda.matmul.allow_tf32)
+
+
+def deselected_notes(graph: ir.Graph, tf32: bool) -> list[str]:
+    """The numerical notes (cudnn.numerical_note names) of the engines this group must
+    not run on: inputs down-converted to a narrower type, as eager never does, and, for
+    an fp32 group where TF32 is not allowed, tensor cores (fp32 on tensor cores is TF32)."""
+    notes = ["DOWN_CONVERT_INPUTS"]
+    if graph.io_dtype == "float" and not tf32:
+        notes.append("TENSOR_CORE")
+    return notes
 
 
 # -- entries on disk ------------------------------------------------------------------
@@ -197,7 +237,7 @@ class PlanStore:
 # -- compiled plans and the cache -------------------------------------------------------
 
 
-@dataclass
+@dataclass(eq=False)
 class Compiled:
     """A plan ready to execute on one device."""
 
@@ -205,17 +245,26 @@ class Compiled:
     uids: dict[int, int]  # IR tensor id -> the frontend's uid, for the group's ports
     workspace_size: int
     autotuned: bool
+    # The plan's engine name, and the engines that failed to execute before it: the
+    # next plan is chosen with all of them deselected.
+    engine: str = ""
+    failed_engines: frozenset[str] = frozenset()
+    # (engine id, knobs) as cuDNN reports them, kept with the serialized plan.
+    engine_config: list[Any] | None = None
     # A pygraph keeps per-call state: one execute at a time per plan.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def meta(self) -> dict[str, Any]:
-        return {"uids": sorted(self.uids.items()), "autotuned": self.autotuned}
+        return {"uids": sorted(self.uids.items()), "autotuned": self.autotuned,
+                "engine": self.engine, "failed_engines": sorted(self.failed_engines),
+                "engine_config": self.engine_config}
 
 
 class Compiler(Protocol):
     """Builds plans and reads serialized ones (CudnnCompiler; fakes in tests)."""
 
-    def build(self, graph: ir.Graph, handle: Any, autotune: bool
+    def build(self, graph: ir.Graph, handle: Any, autotune: bool, tf32: bool,
+              failed_engines: frozenset[str] = frozenset()
               ) -> tuple[Compiled, bytes | None]: ...
 
     def load(self, stored: StoredPlan, handle: Any) -> Compiled: ...
@@ -227,6 +276,7 @@ class CacheStats:
     memory_hits: int = 0
     disk_hits: int = 0
     disk_rejected: int = 0  # entries found on disk but not trusted or not loadable
+    plans_replaced: int = 0  # plans that failed to execute, replaced by the next one
     build_ms: float = 0.0
 
 
@@ -237,7 +287,9 @@ class PlanCache:
         self.compiler = compiler
         self.store = store
         self.stats = CacheStats()
-        self._memory: dict[tuple[PlanKey, int], Compiled] = {}
+        # Held weakly: the executors of live groups hold their plans.
+        self._memory: weakref.WeakValueDictionary[tuple[PlanKey, int], Compiled] = (
+            weakref.WeakValueDictionary())
         # Held while choosing a plan: two threads never build the same one twice.
         self._lock = threading.Lock()
 
@@ -280,9 +332,25 @@ class PlanCache:
         self.stats.disk_hits += 1
         return compiled
 
-    def _build(self, graph: ir.Graph, key: PlanKey, handle: Any, autotune: bool) -> Compiled:
+    def replace(self, graph: ir.Graph, key: PlanKey, device_index: int, handle: Any,
+                failed: Compiled) -> Compiled:
+        """The next plan for `graph` after `failed` failed to execute: built with every
+        engine that failed so far deselected, kept in memory and on disk in its place.
+        Raises when cuDNN has no other plan."""
+        with self._lock:
+            current = self._memory.get((key, device_index))
+            if current is not None and current is not failed:
+                return current  # another thread replaced it already
+            failed_engines = failed.failed_engines | {failed.engine}
+            compiled = self._build(graph, key, handle, failed.autotuned, failed_engines)
+            self.stats.plans_replaced += 1
+            self._memory[(key, device_index)] = compiled
+            return compiled
+
+    def _build(self, graph: ir.Graph, key: PlanKey, handle: Any, autotune: bool,
+               failed_engines: frozenset[str] = frozenset()) -> Compiled:
         start = time.perf_counter()
-        compiled, payload = self.compiler.build(graph, handle, autotune)
+        compiled, payload = self.compiler.build(graph, handle, autotune, key.tf32, failed_engines)
         self.stats.plans_built += 1
         self.stats.build_ms += (time.perf_counter() - start) * 1e3
         if payload is not None and self.store is not None:
@@ -307,23 +375,38 @@ class CudnnCompiler:
     def __init__(self, device: str | None = None) -> None:
         self.device = device
 
-    def build(self, graph: ir.Graph, handle: Any, autotune: bool
+    def build(self, graph: ir.Graph, handle: Any, autotune: bool, tf32: bool,
+              failed_engines: frozenset[str] = frozenset()
               ) -> tuple[Compiled, bytes | None]:
         from . import builder
 
         cudnn = builder.load_cudnn()
         fe = builder.build(graph, handle=handle, device=self.device).graph
-        modes = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
-        if autotune:
-            fe.validate()
-            fe.build_operation_graph()
-            fe.create_execution_plans(modes)
+        notes = deselected_notes(graph, tf32)
+        fe.deselect_numeric_notes([getattr(cudnn.numerical_note, n) for n in notes])
+        if failed_engines:
+            fe.deselect_engines(sorted(failed_engines))
+        fe.validate()
+        fe.build_operation_graph()
+        fe.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        try:
             fe.check_support()
-            _select_fastest(fe, graph, handle)
-        else:
-            fe.build(modes)
+        except Exception as error:
+            if "TENSOR_CORE" in notes:
+                raise RuntimeError(
+                    "cuDNN offers no plan that computes this fp32 group without TF32, and "
+                    "TF32 is off for it (torch.backends.cuda.matmul.allow_tf32 for a matmul, "
+                    f"torch.backends.cudnn.allow_tf32 for a convolution): {error}") from error
+            raise
+        index = _select_fastest(fe, graph, handle) if autotune else _build_first(fe)
+        try:
+            engine_id, knobs = fe.get_engine_and_knobs_at_index(index)
+            config: list[Any] | None = [int(engine_id), {str(k): int(v) for k, v in knobs.items()}]
+        except Exception:  # a plan the backend chose among candidates it does not expose
+            config = None
         uids = {tid: builder.uid(tid) for tid in (*graph.inputs, *graph.outputs)}
-        compiled = Compiled(fe, uids, int(fe.get_workspace_size()), autotune)
+        compiled = Compiled(fe, uids, int(fe.get_workspace_size()), autotune,
+                            fe.get_plan_name_at_index(index), failed_engines, config)
         try:
             payload: bytes | None = bytes(fe.serialize(as_bytes=True))
         except Exception as error:  # the plan runs; only the disk cache goes without it
@@ -341,12 +424,29 @@ class CudnnCompiler:
         fe.deserialize(handle, stored.payload)
         uids = {int(tid): int(uid) for tid, uid in stored.meta["uids"]}
         return Compiled(fe, uids, int(fe.get_workspace_size()),
-                        bool(stored.meta.get("autotuned")))
+                        bool(stored.meta.get("autotuned")), str(stored.meta.get("engine", "")),
+                        frozenset(stored.meta.get("failed_engines", ())),
+                        stored.meta.get("engine_config"))
 
 
-def _select_fastest(fe: Any, graph: ir.Graph, handle: Any) -> None:
+def _build_first(fe: Any) -> int:
+    """Build the first plan of the heuristics' list that builds; its index."""
+    errors = []
+    for index in range(fe.get_execution_plan_count()):
+        try:
+            fe.select_plan(index)
+            fe.build_plans()
+        except Exception as error:  # deselected, or cuDNN declines to build it
+            errors.append(f"plan {index}: {error}")
+            continue
+        return index
+    raise RuntimeError("no plan of the heuristics' list builds: " + "; ".join(errors))
+
+
+def _select_fastest(fe: Any, graph: ir.Graph, handle: Any) -> int:
     """Time the first AUTOTUNE_TOP_K plans on random inputs on the handle's stream
-    (torch's current one) and select the fastest; plans that fail are skipped."""
+    (torch's current one), build the fastest and give its index; plans that fail
+    are skipped."""
     import torch
 
     from . import builder
@@ -382,4 +482,6 @@ def _select_fastest(fe: Any, graph: ir.Graph, handle: Any) -> None:
             best = (ms, index)
     if best is None:
         raise RuntimeError("autotune: no plan of the heuristics' list could run")
-    fe.build_plan_at_index(best[1])
+    fe.select_plan(best[1])
+    fe.build_plans()
+    return best[1]

@@ -142,22 +142,29 @@ def plan_cache() -> plans.PlanCache:
 
 
 class CudnnExecutor:
-    """One group's runs: its IR parsed once, its plan found once per device."""
+    """One group's runs: its IR parsed once, its plan found once per device and TF32
+    setting."""
+
+    # Plans tried after the first fails to execute, before the group runs unfused: each
+    # is a rebuild, seconds where NVRTC compiles it.
+    MAX_REPLACEMENTS = 3
 
     def __init__(self, desc: str) -> None:
         self.graph = ir.Graph.from_json(desc)
         self.specs = [InputSpec.of(self.graph.tensor(tid)) for tid in self.graph.inputs]
         self.outputs = [self.graph.tensor(tid) for tid in self.graph.outputs]
-        self._plans: dict[int, plans.Compiled] = {}
-        # Why cuDNN gave no plan, per device: asking again on every run would
-        # cost each unfused run the heuristics' milliseconds.
-        self._refusals: dict[int, str] = {}
+        self._plans: dict[tuple[int, bool], tuple[plans.PlanKey, plans.Compiled]] = {}
+        # Why cuDNN gave no plan, per device and TF32 setting: asking again on every
+        # run would cost each unfused run the heuristics' milliseconds.
+        self._refusals: dict[tuple[int, bool], str] = {}
 
-    def plan_for(self, device_index: int, handle: Any) -> plans.Compiled:
-        compiled = self._plans.get(device_index)
-        if compiled is not None:
-            return compiled
-        refusal = self._refusals.get(device_index)
+    def plan_for(self, device_index: int, handle: Any) -> tuple[plans.PlanKey, plans.Compiled]:
+        # Read on every run: eager follows a change of torch's TF32 flags at once.
+        slot = (device_index, plans.tf32_allowed(self.graph))
+        found = self._plans.get(slot)
+        if found is not None:
+            return found
+        refusal = self._refusals.get(slot)
         if refusal is not None:
             raise RuntimeError(f"cuDNN has no plan for this group: {refusal}")
         try:
@@ -165,10 +172,22 @@ class CudnnExecutor:
             compiled = plan_cache().get(self.graph, key, device_index, handle,
                                         plans.autotune_enabled())
         except Exception as error:
-            self._refusals[device_index] = f"{type(error).__name__}: {error}"
+            self._refusals[slot] = f"{type(error).__name__}: {error}"
             raise
-        self._plans[device_index] = compiled
-        return compiled
+        self._plans[slot] = (key, compiled)
+        return key, compiled
+
+    def _execute(self, compiled: plans.Compiled, inputs: Sequence[torch.Tensor],
+                 device: torch.device, handle: Any) -> list[torch.Tensor]:
+        outputs = [torch.empty_strided(t.dims, t.strides, dtype=TORCH_DTYPES[t.dtype],
+                                       device=device) for t in self.outputs]
+        pack = {compiled.uids[tid]: x for tid, x in zip(self.graph.inputs, inputs, strict=True)}
+        pack.update((compiled.uids[t.id], y) for t, y in zip(self.outputs, outputs, strict=True))
+        workspace = (torch.empty(compiled.workspace_size, dtype=torch.uint8, device=device)
+                     if compiled.workspace_size else None)
+        with compiled.lock:
+            compiled.graph.execute(pack, workspace, handle=handle)
+        return outputs
 
     def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         device = check_inputs(self.specs, inputs)
@@ -184,18 +203,19 @@ class CudnnExecutor:
             # run. The raw getter costs well under a microsecond; current_stream()
             # builds an object, a few microseconds on every run.
             cudnn.set_stream(handle, torch._C._cuda_getCurrentRawStream(index))
-            compiled = self.plan_for(index, handle)
-            outputs = [torch.empty_strided(t.dims, t.strides, dtype=TORCH_DTYPES[t.dtype],
-                                           device=device) for t in self.outputs]
-            pack = {compiled.uids[tid]: x
-                    for tid, x in zip(self.graph.inputs, inputs, strict=True)}
-            pack.update((compiled.uids[t.id], y)
-                        for t, y in zip(self.outputs, outputs, strict=True))
-            workspace = (torch.empty(compiled.workspace_size, dtype=torch.uint8, device=device)
-                         if compiled.workspace_size else None)
-            with compiled.lock:
-                compiled.graph.execute(pack, workspace, handle=handle)
-        return outputs
+            key, compiled = self.plan_for(index, handle)
+            replaced = 0
+            while True:
+                try:
+                    return self._execute(compiled, inputs, device, handle)
+                except Exception as error:
+                    if replaced == self.MAX_REPLACEMENTS:
+                        raise
+                    replaced += 1
+                    log.debug(NAME, f"plan {compiled.engine or '?'} fails to execute, "
+                                    f"trying the next: {error}")
+                    compiled = plan_cache().replace(self.graph, key, index, handle, compiled)
+                    self._plans[(index, key.tf32)] = (key, compiled)
 
 
 # -- the factory the kernel calls ----------------------------------------------------------
