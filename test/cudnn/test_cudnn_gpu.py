@@ -1,15 +1,23 @@
 """The GPU tier: cuDNN fusion groups through the whole plugin on a CUDA device.
 
-Every test that runs a model needs a CUDA GPU and the `cuda` extra, and skips
-without them; scripts/gpu_test.sh runs this tier on a GPU machine. Each model
-is traced and frozen on CUDA, run with torch_graphfuse on (two profiling runs,
-then fused runs) and compared with eager in the same dtype. The last tests
-check, on any machine, that the tier's own tooling (the script, the benchmark)
-is sound."""
+Every test that runs a model on the GPU needs a CUDA GPU and the `cuda` extra,
+and skips without them; scripts/gpu_test.sh runs this tier on a GPU machine.
+Each model is traced and frozen on CUDA, run with torch_graphfuse on (two
+profiling runs, then fused runs) and compared with eager in the same dtype.
+
+Convolution models run channels_last (model and inputs), as users run convnets
+on a GPU: for a convolution whose result is not channels_last, cuDNN 9's
+runtime fusion engines take a per-channel bias and one relu, tanh or sigmoid,
+or an epilogue that ends in a reduction, and no prologue, no operand of the
+result's size and no other epilogue (lower.py's _check_conv_layout, which the
+partitioner applies). Two tests pin that NCHW rule: what it fuses, and what it
+leaves with ATen and why.
+
+The last tests run on any machine: a channels_last group's partition through
+the CPU simulation of the backend, and the tier's script."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -25,7 +33,14 @@ import torch.nn.functional as F
 from torch import nn
 
 import torch_graphfuse
-from torch_graphfuse.backends.cudnn import plans, runtime
+from torch_graphfuse.backends.cudnn import plans, runtime, simulation
+from torch_graphfuse.backends.cudnn.lower import (
+    NCHW_EPILOGUE,
+    NCHW_FULL_SIZE_OPERAND,
+    NCHW_PROLOGUE,
+)
+from torch_graphfuse.backends.cudnn.partition import LONE_ANCHOR
+from torch_graphfuse.passes.rewrite import group_kinds
 from torch_graphfuse.testing import runner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +92,9 @@ class ConvAct(nn.Module):
 
 
 class ConvResidual(nn.Module):
-    """relu(conv(x) * scale + x): bias, mul/scale and residual add in one epilogue."""
+    """relu(conv(x) * scale + x). Freezing folds the scale into the conv's weight
+    and bias, so the group is conv + bias + residual add + relu (the CPU
+    simulation test below pins that partition)."""
 
     def __init__(self, channels: int = 64) -> None:
         super().__init__()
@@ -88,7 +105,9 @@ class ConvResidual(nn.Module):
 
 
 class BnReluConv(nn.Module):
-    """A frozen BatchNorm + ReLU before a conv: the per-channel scale + bias + relu prologue."""
+    """A frozen BatchNorm + ReLU before a conv: the relu is the conv's prologue
+    (the frozen graph keeps aten::batch_norm, which has no cuDNN mapping and
+    stays with ATen)."""
 
     def __init__(self, channels: int = 64) -> None:
         super().__init__()
@@ -105,7 +124,10 @@ class BnReluConv(nn.Module):
 
 
 class ConvReduce(nn.Module):
-    """conv + relu, then a final reduction over each channel's pixels."""
+    """conv + relu, then a final reduction to one value per channel. cuDNN
+    reduces a convolution's result over its channels or over every dim but
+    them (lower.REDUCIBLE): a per-image pooling over (2, 3) is neither, and the
+    partitioner would leave it out of the group."""
 
     def __init__(self, how: str, channels: int = 64) -> None:
         super().__init__()
@@ -115,10 +137,10 @@ class ConvReduce(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.relu(self.conv(x))
         if self.how == "sum":
-            return y.sum(dim=(2, 3), keepdim=True)
+            return y.sum(dim=(0, 2, 3), keepdim=True)
         if self.how == "mean":
-            return y.mean(dim=(2, 3), keepdim=True)
-        return y.amax(dim=(2, 3), keepdim=True)
+            return y.mean(dim=(0, 2, 3), keepdim=True)
+        return y.amax(dim=(0, 2, 3), keepdim=True)
 
 
 class LinearAct(nn.Module):
@@ -193,6 +215,8 @@ CASES: dict[str, Case] = {
     "scale_bias_relu_matmul": (ScaledReluMatmul, _rows),
     "bmm_scale_sigmoid": (BmmScaleSigmoid, _bmm_inputs),
 }
+# The convolution models: run channels_last, as users run convnets.
+CONV_CASES = frozenset(name for name, (_, inputs) in CASES.items() if inputs is _images)
 
 
 # -- running through the plugin -----------------------------------------------------------------
@@ -243,13 +267,17 @@ def assert_close(out: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) 
 
 
 def check_pattern(make: Callable[[], nn.Module], make_inputs: Callable[[], list[torch.Tensor]],
-                  dtype: torch.dtype, channels_last: bool = False) -> None:
+                  dtype: torch.dtype, channels_last: bool) -> None:
+    """The model fuses whole (nothing the partitioner considered is left out),
+    runs its cuDNN groups without failure and gives eager's result."""
     torch.manual_seed(0)
     model, inputs = on_gpu(make(), make_inputs(), dtype, channels_last)
     with torch.no_grad():
         expected = model(*inputs)
     out, graph = fused_run(model, inputs)
     assert cudnn_groups(graph), f"no cuDNN fusion group in\n{graph}"
+    report = torch_graphfuse.last_report()
+    assert report is not None and report.rejected == [], report
     stats = runtime.stats()
     assert stats["executions"] >= 1 and stats["failures"] == 0, stats
     assert_close(out, expected, dtype)
@@ -260,17 +288,52 @@ def check_pattern(make: Callable[[], nn.Module], make_inputs: Callable[[], list[
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_pattern_matches_eager(case: str, dtype: torch.dtype, fresh_runtime: Path) -> None:
     make, make_inputs = CASES[case]
-    check_pattern(make, make_inputs, dtype)
+    check_pattern(make, make_inputs, dtype, channels_last=case in CONV_CASES)
+
+
+# -- cuDNN's rule for convolutions that are not channels_last ------------------------------------
 
 
 @requires_gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("case", ["conv_relu", "conv_residual", "bn_relu_conv",
-                                  "conv_relu_mean"])
-def test_channels_last_pattern_matches_eager(case: str, dtype: torch.dtype,
-                                             fresh_runtime: Path) -> None:
+@pytest.mark.parametrize("case", ["conv_relu", "conv_tanh", "conv_sigmoid", "conv_relu_sum"])
+def test_nchw_conv_fuses_bias_and_one_relu_tanh_or_sigmoid_or_a_final_reduction(
+        case: str, dtype: torch.dtype, fresh_runtime: Path) -> None:
+    """What cuDNN fuses with an NCHW convolution (lower.NCHW_ACTIVATIONS and the
+    reduction that lifts the rule) fuses whole and gives eager's result."""
     make, make_inputs = CASES[case]
-    check_pattern(make, make_inputs, dtype, channels_last=True)
+    check_pattern(make, make_inputs, dtype, channels_last=False)
+
+
+# case -> (the region the report leaves unfused, and why), besides the lone convolution.
+NCHW_REFUSALS = {
+    "conv_gelu_erf": ("gelu", NCHW_EPILOGUE),
+    "conv_residual": ("add, relu", NCHW_FULL_SIZE_OPERAND),
+    "bn_relu_conv": ("relu", NCHW_PROLOGUE),
+}
+
+
+@requires_gpu
+@pytest.mark.parametrize("case", sorted(NCHW_REFUSALS))
+def test_nchw_conv_with_more_than_bias_and_activation_stays_with_aten(
+        case: str, fresh_runtime: Path) -> None:
+    """An NCHW convolution with another epilogue, a residual operand or a
+    prologue forms no cuDNN group (the convolution alone stays with ATen, which
+    calls cuDNN for it): the report says why, and the model gives eager's
+    result. One half type is enough: the partition is the same in float16 and
+    bfloat16 (in float32 a prologue is refused for its intermediate type first)."""
+    torch.manual_seed(0)
+    make, make_inputs = CASES[case]
+    model, inputs = on_gpu(make(), make_inputs(), torch.float16)
+    with torch.no_grad():
+        expected = model(*inputs)
+    out, graph = fused_run(model, inputs)
+    assert cudnn_groups(graph) == [], graph
+    report = torch_graphfuse.last_report()
+    assert report is not None
+    assert report.rejected == [("_convolution", LONE_ANCHOR), NCHW_REFUSALS[case]]
+    assert runtime.stats()["executions"] == 0
+    assert_close(out, expected, torch.float16)
 
 
 @requires_gpu
@@ -279,7 +342,8 @@ def test_fp32_matches_eager_fused_or_not(case: str, fresh_runtime: Path) -> None
     """fp32 runs fused where cuDNN takes it and unfused elsewhere; either way eager's result."""
     torch.manual_seed(0)
     make, make_inputs = CASES[case]
-    model, inputs = on_gpu(make(), make_inputs(), torch.float32)
+    model, inputs = on_gpu(make(), make_inputs(), torch.float32,
+                           channels_last=case in CONV_CASES)
     with torch.no_grad():
         expected = model(*inputs)
     out, _ = fused_run(model, inputs)
@@ -292,7 +356,7 @@ def test_fp32_matches_eager_fused_or_not(case: str, fresh_runtime: Path) -> None
 @requires_gpu
 def test_second_module_of_the_same_shapes_reuses_the_plans(fresh_runtime: Path) -> None:
     torch.manual_seed(0)
-    model, inputs = on_gpu(ConvResidual(), _images(), torch.float16)
+    model, inputs = on_gpu(ConvResidual(), _images(), torch.float16, channels_last=True)
     fused_run(model, inputs)
     built = runtime.stats()["plans_built"]
     assert built >= 1
@@ -305,7 +369,7 @@ def test_second_module_of_the_same_shapes_reuses_the_plans(fresh_runtime: Path) 
 def test_plans_are_read_back_from_disk_after_the_memory_cache_is_dropped(
         fresh_runtime: Path) -> None:
     torch.manual_seed(0)
-    model, inputs = on_gpu(ConvAct("gelu_erf"), _images(), torch.float16)
+    model, inputs = on_gpu(ConvAct("gelu_erf"), _images(), torch.float16, channels_last=True)
     first, _ = fused_run(model, inputs)
     built = runtime.stats()["plans_built"]
     assert built >= 1 and any(fresh_runtime.glob("*.plan"))
@@ -324,7 +388,8 @@ from torch_graphfuse.backends.cudnn import runtime
 sys.path.insert(0, sys.argv[2])
 import test_cudnn_gpu as tier
 torch.manual_seed(0)
-model, inputs = tier.on_gpu(tier.ConvResidual(), tier._images(), torch.float16)
+model, inputs = tier.on_gpu(tier.ConvResidual(), tier._images(), torch.float16,
+                            channels_last=True)
 out, _ = tier.fused_run(model, inputs)
 torch.save(out.cpu(), sys.argv[1] + ".pt")
 with open(sys.argv[1], "w") as f:
@@ -354,13 +419,13 @@ def test_second_process_takes_the_plans_from_disk(fresh_runtime: Path, tmp_path:
 def test_autotuned_plans_match_eager(fresh_runtime: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(plans.AUTOTUNE_ENV, "1")
-    check_pattern(CASES["conv_residual"][0], CASES["conv_residual"][1], torch.float16)
+    check_pattern(*CASES["conv_residual"], torch.float16, channels_last=True)
 
 
 @requires_gpu
 def test_run_on_a_side_stream_matches_eager(fresh_runtime: Path) -> None:
     torch.manual_seed(0)
-    model, inputs = on_gpu(ConvAct("relu"), _images(), torch.float16)
+    model, inputs = on_gpu(ConvAct("relu"), _images(), torch.float16, channels_last=True)
     module = runner.freeze(model, inputs)
     with torch.no_grad():
         expected = model(*inputs)
@@ -405,7 +470,8 @@ def test_executor_failure_runs_the_group_unfused_with_one_warning(fresh_runtime:
 
     torch.manual_seed(0)
     with runtime.executor_factory(broken):
-        _warned_once_and_matched_eager(*on_gpu(ConvResidual(), _images(), torch.float16))
+        _warned_once_and_matched_eager(*on_gpu(ConvResidual(), _images(), torch.float16,
+                                               channels_last=True))
 
 
 @requires_gpu
@@ -418,53 +484,29 @@ def test_plan_cudnn_refuses_runs_the_group_unfused_with_one_warning(
 
     monkeypatch.setattr(plans.CudnnCompiler, "build", refuse)
     torch.manual_seed(0)
-    _warned_once_and_matched_eager(*on_gpu(ConvAct("gelu_erf"), _images(), torch.float16))
+    _warned_once_and_matched_eager(*on_gpu(ConvAct("gelu_erf"), _images(), torch.float16,
+                                           channels_last=True))
     assert runtime.stats()["plans_built"] == 0
 
 
-# -- the tier's tooling, on any machine ---------------------------------------------------------
+# -- on any machine ------------------------------------------------------------------------------
 
 
-def test_gpu_test_script_is_valid_bash() -> None:
-    subprocess.run(["bash", "-n", str(ROOT / "scripts" / "gpu_test.sh")], check=True)
-
-
-def test_gpu_benchmark_describes_itself() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_bench.py"), "--help"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "--models" in done.stdout and "--dtypes" in done.stdout
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without CUDA")
-def test_gpu_benchmark_without_cuda_says_so() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_bench.py"), "--quick"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode != 0
-    assert "needs a CUDA GPU" in done.stderr
-
-
-def _gpu_bench() -> Any:
-    spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "benchmarks" / "gpu_bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_bench"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_gpu_benchmark_tables_give_speedups_and_failures() -> None:
-    bench = _gpu_bench()
-    config = bench.Config(bench.QUICK["resnet50"], 1, "fp16")
-    results = {"eager": bench.Measurement(2.0, 0.0, 0.0),
-               "script": "RuntimeError: no trace",
-               "max_autotune": bench.Measurement(1.0, 1e-3, 60000.0),
-               "graphfuse": bench.Measurement(0.5, 2e-3, 900.0, "3 cuDNN groups")}
-    latency = bench.latency_table({config: results}, bench.PEERS)
-    assert latency[2].startswith("| ResNet-18 112 | 1 | fp16 | 2.000 | failed: RuntimeError")
-    assert latency[2].endswith("| 4.00x | 2.00x | 2.00e-03 |")
-    first = bench.first_call_table({config: results}, bench.PEERS)
-    assert first[2].endswith("| 60000 | 900 |")
-    assert bench.note_lines({config: results}) == ["- ResNet-18 112 b1 fp16: 3 cuDNN groups"]
-    with pytest.raises(SystemExit, match="unknown models or dtypes: fp8"):
-        bench.configs(["resnet50"], ["fp8"], quick=True)
+def test_channels_last_conv_residual_add_relu_is_one_group_in_the_cpu_simulation(
+        fresh_runtime: Path) -> None:
+    """The partition the channels_last GPU tests rely on, checked without a GPU:
+    simulation.on_cpu() has the cuDNN partitioner take CPU graphs and runs the
+    groups through the FusionGroup kernel with the reference interpreter."""
+    torch.manual_seed(0)
+    model = ConvResidual().eval().to(memory_format=torch.channels_last)
+    inputs = [x.contiguous(memory_format=torch.channels_last) for x in _images()]
+    with torch.no_grad():
+        expected = model(*inputs)
+    with simulation.on_cpu():
+        _, out, graph = runner.fused(model, inputs)
+    (group,) = cudnn_groups(graph)
+    assert group_kinds(group) == ["aten::_convolution", "aten::add", "aten::relu"]
+    assert runner.unfused_kinds(graph) == []
+    stats = runtime.stats()
+    assert stats["executions"] >= 1 and stats["failures"] == 0, stats
+    assert_close(out, expected, torch.float32)
