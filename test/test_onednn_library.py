@@ -4,6 +4,7 @@ libtorch_cpu.so's symbol table), shares it with torch's LLGA fuser, and without 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -129,3 +131,34 @@ def test_llga_and_graphfuse_share_one_process() -> None:
                          text=True, timeout=300, check=True).stdout
     assert "prim::oneDNNFusionGuard" in out.split("] [")[0]
     assert out.count("graphfuse::FusionGroup") == 2, out
+
+
+def _gen_api() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "gen_api", Path(__file__).resolve().parents[1] / "csrc" / "onednn" / "gen_api.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TORCH_INCLUDE = Path(torch.__file__).parent / "include"
+
+
+def test_op_kinds_are_those_torchs_headers_declare() -> None:
+    kinds = _gen_api().op_kinds(TORCH_INCLUDE)
+    assert {"MatMul", "SoftMax", "LayerNorm", "GroupNorm", "Select"} <= set(kinds)
+    assert "LastSymbol" not in kinds and len(kinds) == len(set(kinds))
+
+
+def test_an_older_onednn_without_a_kind_lists_the_others(tmp_path: Path) -> None:
+    # The GPU machines' torch may bring an older oneDNN: the extension must build against
+    # its headers, naming only the kinds they have.
+    headers = tmp_path / "oneapi" / "dnnl"
+    headers.mkdir(parents=True)
+    text = (TORCH_INCLUDE / "oneapi" / "dnnl" / "dnnl_graph.hpp").read_text()
+    older = "\n".join(line for line in text.splitlines()
+                      if "dnnl_graph_op_rms_norm" not in line)
+    (headers / "dnnl_graph.hpp").write_text(older)
+    kinds = _gen_api().op_kinds(tmp_path)
+    assert "RMSNorm" not in kinds and "MatMul" in kinds
