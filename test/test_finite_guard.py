@@ -123,6 +123,60 @@ def test_cast_to_float16_ends_a_proof() -> None:
     torch.testing.assert_close(run(fuse(model, [x])[0], [big]), model(big), equal_nan=True)
 
 
+class GroupNormThenFeedForward(nn.Module):
+    """wav2vec2's shape: its feature encoder's conv1d and group_norm (a group per channel,
+    left with ATen on this plain layout) come before every linear -> gelu of its encoder."""
+
+    def __init__(self, eps: float) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(1, 8, 10, stride=5, bias=False)
+        self.norm = nn.GroupNorm(8, 8, eps=eps)
+        self.linear = nn.Linear(8, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.linear(self.norm(self.conv(x)).transpose(1, 2)))
+
+
+def test_group_norm_keeps_finiteness_so_the_gelu_after_it_fuses() -> None:
+    model = GroupNormThenFeedForward(eps=1e-5)
+    x = torch.randn(1, 1, 400)
+    graph = check(model, [x], left=None)
+    assert " GELU " in _descs(graph) and len(_checks(graph)) == 1
+    assert "aten::gelu" not in dict(torch_graphfuse.last_report().unmapped)
+    nan = x.clone()
+    nan[0, 0, 7] = float("nan")
+    torch.testing.assert_close(run(fuse(model, [x])[0], [nan]), model(nan), equal_nan=True)
+
+
+def test_group_norm_without_eps_ends_a_proof() -> None:
+    # A constant group has variance 0: with eps 0, 0 / sqrt(0) is NaN.
+    check(GroupNormThenFeedForward(eps=0.0), [torch.randn(1, 1, 400)], left=None)
+    assert "not proven finite" in dict(torch_graphfuse.last_report().unmapped)["aten::gelu"]
+
+
+class WaveformEncoder(nn.Module):
+    """wav2vec2's input path: the waveform goes to an unsqueeze, which no op table takes,
+    so the profiler records no type for the graph input; then conv1d -> gelu."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(1, 8, 10, stride=5)
+
+    def forward(self, wave: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.conv(wave[:, None]))
+
+
+def test_an_input_the_profiler_leaves_untyped_is_assumed_finite_and_checked() -> None:
+    model = WaveformEncoder()
+    x = torch.randn(1, 400)
+    graph = check(model, [x], groups=1, left=None)
+    assert " GELU " in _descs(graph) and len(_checks(graph)) == 1
+    for special in ("nan", "inf", "-inf"):
+        bad = x.clone()
+        bad[0, 11] = float(special)
+        torch.testing.assert_close(run(fuse(model, [x])[0], [bad]), model(bad), equal_nan=True)
+
+
 def test_finite_only_op_after_division_by_a_tensor_stays_with_aten() -> None:
     model = Fn(lambda x, y: F.max_pool2d(x / y, 2) * 2.0)
     x, y = torch.randn(1, 2, 8, 8), torch.randn(1, 2, 8, 8)

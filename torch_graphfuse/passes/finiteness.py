@@ -11,7 +11,8 @@ run unfused).
 A value is proven finite, with the set of graph inputs it assumes, when it is
 - a constant holding only finite numbers, or of a type with no NaN (ints,
   bools, integer tensors),
-- a floating-point graph input that nothing writes in place (assumed), or
+- a floating-point graph input, or one of unknown dtype, that nothing writes in
+  place (assumed), or
 - the result of an op in FINITE_PRESERVING whose inputs are all proven.
 An op that can make NaN or infinity out of finite numbers (division by a
 tensor, log, sqrt, exp, ...) is not in the table, nor is a value any node
@@ -120,6 +121,7 @@ FINITE_PRESERVING: dict[str, Callable[[torch._C.Node], bool]] = {
     "aten::div": _nonzero_divisor,
     "aten::pow": _small_int_exponent,
     "aten::layer_norm": _positive_constant(4),
+    "aten::group_norm": _positive_constant(4),
     "aten::batch_norm": _constant_nonnegative_variance,
 }
 
@@ -171,7 +173,11 @@ def analyze(graph: torch._C.Graph) -> Facts:
     for offset, v in enumerate(graph.inputs()):
         if _finite_type(v):
             facts[v.unique()] = frozenset()
-        elif (isinstance(v.type(), torch._C.TensorType) and v.type().dtype() in _FLOATING
+        # A tensor input of unknown dtype (the profiler records types only where the op
+        # tables look: wav2vec2's waveform goes to a slice first) is assumed too: the
+        # guard's check passes a tensor of any other dtype.
+        elif (isinstance(v.type(), torch._C.TensorType)
+              and (v.type().dtype() is None or v.type().dtype() in _FLOATING)
               and untouched(v)):
             facts[v.unique()] = frozenset({offset})
     for node in all_nodes(graph.block()):
