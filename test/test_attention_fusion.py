@@ -4,6 +4,9 @@ and the cases that stay with ATen."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from fusion_check import (
@@ -199,3 +202,34 @@ def test_default_scale_follows_the_head_size() -> None:
     assert _attention_groups(graph), graph
     other = [torch.randn(BATCH, HEADS, SEQ, 2 * DIM) for _ in range(3)]
     assert_matches(run(module, other, FUSED), eager(model, other, FUSED), FUSED)
+
+
+UNSQUEEZED_ATTENTION = """
+import torch
+import torch.nn.functional as F
+import torch_graphfuse
+from torch_graphfuse.testing import runner
+
+class M(torch.nn.Module):
+    def forward(self, q, k, v):
+        a = F.scaled_dot_product_attention(q, k, v, scale=0.5)
+        return a.permute(0, 3, 2, 1).unsqueeze(-1)
+
+q, k, v = (torch.randn(3, 2, 4, 4, dtype=torch.bfloat16) for _ in range(3))
+mod, _, graph = runner.fused(M().eval(), [q, k, v])
+with torch.no_grad(), torch_graphfuse.fuser():
+    out = mod(q, k, v)
+torch.testing.assert_close(out, M()(q, k, v), rtol=0, atol=0)
+print(torch_graphfuse.last_report().rejected)
+"""
+
+
+@needs_bf16
+def test_attention_reshaped_to_5d_stays_with_aten_instead_of_crashing_onednn() -> None:
+    # Found by the fuzzer (seed 45): oneDNN 3.12's attention kernel segfaults compiling an
+    # attention partition that ends in a reshape to 5 dims. In a subprocess, so that a
+    # regression fails this test rather than ending the run.
+    done = subprocess.run([sys.executable, "-c", UNSQUEEZED_ATTENTION], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "attention with a reshape to 5 dims" in done.stdout

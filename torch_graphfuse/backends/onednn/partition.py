@@ -156,6 +156,17 @@ def _layer_norm_sum(ops: list[BackendOp], backend: BackendGraph) -> bool:
         for t in op.inputs) for op in ops)
 
 
+def _attention_reshaped_to_5d(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether an attention partition (a SoftMax between MatMuls) reshapes a tensor to 5 or
+    more dims: oneDNN 3.12 compiles it with its attention kernel, whose grouped-query pass
+    (fuse_reshape_for_gqa) then segfaults (found by the fuzzer: attention -> permute ->
+    unsqueeze(-1) in bf16; a reshape to 3 dims compiles and is right)."""
+    if not any(op.kind == "SoftMax" for op in ops) or not any(op.kind == "MatMul" for op in ops):
+        return False
+    return any(op.kind == "StaticReshape" and len(backend.tensors[op.outputs[0]].sizes or []) >= 5
+               for op in ops)
+
+
 def _internal_diamond(ops: list[BackendOp]) -> bool:
     """Whether a binary op takes two results of one chain computed inside the
     partition (`bn(conv(x)) + conv(x)`: oneDNN 3.12's compile loops in fuse_post_ops,
@@ -453,6 +464,9 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: _residual_of_another_int_type(c.ops, c.backend),
      "a dequantized residual of another integer type than the result (oneDNN reads it as "
      "the result's type)"),
+    (lambda c: _attention_reshaped_to_5d(c.ops, c.backend),
+     "attention with a reshape to 5 dims (oneDNN 3.12's attention kernel crashes compiling "
+     "it, taking it for a grouped-query reshape)"),
     (lambda c: _layer_norm_sum(c.ops, c.backend),
      "a layer_norm's result added to a tensor of its shape (oneDNN 3.12's layer-norm kernel "
      "drops that sum)"),
