@@ -500,12 +500,31 @@ def refusal(c: Candidate) -> str | None:
     return None
 
 
+def _partition_in_pieces(backend: BackendGraph, ops: list[BackendOp]
+                         ) -> tuple[list[tuple], list[tuple[int, str]]]:
+    """oneDNN's partitions of `ops`, and the ops it refuses. Where get_partitions throws
+    (3.12 throws std::out_of_range on some graphs, as it does under torch's LLGA on several
+    Hugging Face models), the ops are split in two, in order, and each half is partitioned
+    alone: partitions then cannot cross the cut, but the rest of the graph still fuses. A
+    single op it throws on stays with ATen."""
+    try:
+        return _C._partition(backend.to_text(ops))
+    except (IndexError, RuntimeError, ValueError) as error:
+        if len(ops) == 1:
+            return [], [(ops[0].id, f"oneDNN's partitioner fails on it: {error}")]
+        log.debug(NAME, f"oneDNN's partitioner fails on {len(ops)} ops, splitting them: {error}")
+        middle = len(ops) // 2
+        first, first_refused = _partition_in_pieces(backend, ops[:middle])
+        second, second_refused = _partition_in_pieces(backend, ops[middle:])
+        return first + second, first_refused + second_refused
+
+
 def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition]:
     backend = mapped.backend
     op_count = Counter(op.node for op in backend.ops if op.node is not None)
     order = {node: i for i, node in enumerate(mapped.nodes)}
     result = []
-    partitions, refused = _C._partition(backend.to_text())
+    partitions, refused = _partition_in_pieces(backend, backend.ops)
     for op_id, why in refused:
         op = backend.ops[op_id]
         name = op.node.kind() if op.node is not None else op.kind
