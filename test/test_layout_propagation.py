@@ -81,3 +81,34 @@ def test_no_reorder_between_groups() -> None:
     assert kinds.count("reorder") == 2, kinds
     assert kinds.count("convolution") == 3
     assert kinds.count("pooling") == 2
+
+
+class Conv1dStack(nn.Module):
+    """wav2vec2's feature encoder in small: 1-d convolutions with GELU, each writing the
+    next one's input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList([nn.Conv1d(1, 32, 10, stride=5), nn.Conv1d(32, 32, 3, 2),
+                                    nn.Conv1d(32, 32, 3, 2)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for conv in self.convs:
+            x = torch.nn.functional.gelu(conv(x))
+        return x
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_1d_convolution_reads_the_previous_ones_layout_without_a_copy(dtype: str) -> None:
+    model = Conv1dStack().eval()
+    x = torch.randn(1, 1, 800)
+    check(model, [x], dtype, groups=3, left=[])
+    module, _, _ = runner.fused(model, [x])
+    with torch.no_grad(), torch.profiler.profile() as prof:
+        run(module, [x])
+    copies = [e for e in prof.events() if e.name in ("aten::contiguous", "aten::copy_")]
+    assert copies == [], [(e.name, e.cpu_parent.name if e.cpu_parent else None) for e in copies]
+    for shape in ((2, 1, 600), (1, 1, 800)):
+        other = torch.randn(shape)
+        with torch.no_grad():
+            torch.testing.assert_close(run(module, [other]), model(other))

@@ -144,11 +144,19 @@ class Kernel : public GroupBase {
       for (auto i : node->is(attr::any_layout)) any_layout_.at(i) = true;
     if (node->hasAttribute(attr::prepared)) prepared_ = take_prepared(node->i(attr::prepared));
     for (auto id : desc_.inputs) {
-      bool read = false, others = false;
+      bool matmul = false, conv_src = false, others = false;
       for (const auto& op : desc_.ops)
-        for (auto in : op.inputs)
-          if (in == id) (op.kind == dg::op::kind::MatMul ? read : others) = true;
-      matmul_only_.push_back(read && !others);
+        for (size_t k = 0; k < op.inputs.size(); ++k) {
+          if (op.inputs[k] != id) continue;
+          if (op.kind == dg::op::kind::MatMul)
+            matmul = true;
+          else if (op.kind == dg::op::kind::Convolution && k == 0)
+            conv_src = true;
+          else
+            others = true;
+        }
+      matmul_only_.push_back(matmul && !conv_src && !others);
+      conv_src_only_.push_back(conv_src && !matmul && !others);
     }
     free_layout_.assign(desc_.inputs.size(), false);
     if (node->hasAttribute(attr::free_layout))
@@ -176,7 +184,7 @@ class Kernel : public GroupBase {
       layouts.push_back(input_layout(t));
       bool other = layouts.back() == Layout::kOther;
       given.push_back(other ? t.strides().vec() : Dims{});
-      if (other && matmul_only_[i]) {
+      if (other && (matmul_only_[i] || (conv_src_only_[i] && channels_last_1d(t)))) {
         inputs.push_back(t);
         strides.push_back(given.back());
       } else {
@@ -201,7 +209,8 @@ class Kernel : public GroupBase {
   // 3.12 as on v3.2, in torch's LLGA fuser, which passes them on), so any
   // other layout is copied to row-major first, unless only matmuls read the
   // input (attention's permuted heads: copying them cost 130 us of a 10 ms
-  // BERT layer). A 0-dim tensor (a scalar operand) is bound as shape [1].
+  // BERT layer) or only convolutions read it as (N, W, C) data (see
+  // channels_last_1d). A 0-dim tensor (a scalar operand) is bound as shape [1].
   static at::Tensor bindable(const at::Tensor& t) {
     if (t.dim() == 0) return t.reshape({1});
     if (t.is_contiguous() || channels_last(t)) return t;
@@ -213,6 +222,14 @@ class Kernel : public GroupBase {
     if (t.is_contiguous()) return Layout::kRowMajor;
     if (channels_last(t)) return Layout::kChannelsLast;
     return layout_of(t.sizes(), t.strides());
+  }
+
+  // (N, C, W) with W's stride C and C's 1: the layout oneDNN writes a 1-d convolution's
+  // result in when the next group reads it (wav2vec2's feature encoder). A convolution
+  // reads it as it is; copying it to row-major took 1.2 ms of wav2vec2's 85.
+  static bool channels_last_1d(const at::Tensor& t) {
+    return t.dim() == 3 && t.stride(1) == 1 && t.stride(2) == t.size(1) &&
+           t.stride(0) == t.size(1) * t.size(2);
   }
 
   static bool channels_last(const at::Tensor& t) {
@@ -543,6 +560,7 @@ class Kernel : public GroupBase {
   std::vector<bool> any_layout_;  // per output: only other fusion groups read it
   std::vector<bool> free_layout_;  // per input: another group wrote it in oneDNN's layout
   std::vector<bool> matmul_only_;  // per input: only MatMul ops read it (bound as it comes)
+  std::vector<bool> conv_src_only_;  // per input: only as a Convolution's source
   size_t shape_inputs_ = 0;       // last inputs (before the finite flags): read for sizes only
   std::optional<Prepared> prepared_;  // this group's partition, found in the pipeline
   std::optional<Prepared> generic_;   // its partition for any sizes (generic_partition)
