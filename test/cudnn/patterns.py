@@ -18,7 +18,7 @@ Weights are graph inputs: a CPU build of torch cannot make CUDA constants.
 `groups` lists, per expected group in block order, its node kinds in block
 order; a refusal pattern names in `refusal` a fragment of the reason
 `FusionReport.rejected` must give for the ops left out. PATTERNS covers every
-pattern of issue 10: conv2d (NCHW and channels-last, `_convolution` and
+pattern the cuDNN backend fuses: conv2d (NCHW and channels-last, `_convolution` and
 `conv2d`) and matmul / bmm / linear / addmm anchors; epilogues bias, residual
 add, scale, relu, gelu (erf and tanh), sigmoid, tanh, silu, clamp / relu6 and
 a final channel / row reduction (sum, mean, max); the scale + bias + relu

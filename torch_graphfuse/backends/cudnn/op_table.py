@@ -6,7 +6,7 @@ a lowering that emits IR nodes (ir.py) through a `Lowering` context
 decorated with `@entry(...)`. A lowering raises `Unsupported` with the reason
 the fusion report shows when a node cannot be taken as it is.
 
-Op classes (the one-to-one / one-to-many / complicated split of seed 002):
+Op classes (one-to-one, one-to-many and complicated ops, as TVM's fuse_ops splits them):
 - ANCHOR: a convolution or matmul, the one compute op of a group,
 - POINTWISE: one-to-one; joins an epilogue, and a prologue where `prologue`,
 - REDUCTION: one-to-many; joins an epilogue only as its last op,

@@ -1,8 +1,9 @@
 """Partitioning for cuDNN: the plugin's own (cuDNN does not partition).
 
-Seed 000's cuDNNGraphFusion pass, built the way seed 002 and TVM's fuse_ops
-describe it: every op has a class in the op table (anchor, pointwise,
-reduction; the rest is complicated), and groups grow from anchors.
+A fusion pass in the way of TVM's fuse_ops: every op has a class in the op
+table (anchor, pointwise, reduction; the rest is complicated), and groups grow
+from anchors, since cuDNN's runtime fusion engines take one convolution or
+matmul with pointwise ops around it and at most one final reduction.
 
 For each convolution or matmul on `device_type`, in block order:
 - the epilogue grows along the anchor's post-dominator tree: from the group's
