@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ... import log
-from ...passes import finiteness, integer_data, shape_arguments
+from ...passes import shape_arguments
 from ...passes.finiteness import Facts
 from .graph_desc import BackendGraph
 from .op_table import LOWERINGS, NOT_MAPPED, Lowering, Unsupported, tensor_spec
@@ -191,8 +191,3 @@ def _settle_shape(consumer: torch._C.Node, found: shape_arguments.ShapeChain,
     for source in found.sources:
         if source.unique() != own:
             mapped.backend.add_op("Wildcard", [tensor(source)], [])
-
-
-def map_graph(graph: torch._C.Graph) -> MappedBlock:
-    return map_block(graph, graph.block(), first_free_id(graph), finiteness.analyze(graph),
-                     integer_data.analyze(graph))
