@@ -521,6 +521,46 @@ def test_executor_plans_again_when_torch_tf32_flag_changes(
     assert cache.compiler.last_build[0] is True  # type: ignore[attr-defined]
 
 
+def _executor_over(cache: plans.PlanCache, monkeypatch: pytest.MonkeyPatch
+                   ) -> runtime.CudnnExecutor:
+    monkeypatch.setattr(runtime, "plan_cache", lambda: cache)
+    monkeypatch.setattr(plans, "device_key", lambda graph, index: key_of(graph))
+    return runtime.CudnnExecutor(conv_relu_ir().to_json())
+
+
+def test_a_plan_that_fails_to_execute_is_replaced_for_this_run_and_the_next(
+        store: plans.PlanStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = plans.PlanCache(FakeCompiler(), store)
+    executor = _executor_over(cache, monkeypatch)
+    key, first = executor.plan_for(0, None)
+
+    def run(plan: plans.Compiled) -> list[torch.Tensor]:
+        if plan.engine == "eng0":
+            raise RuntimeError("CUDNN_STATUS_EXECUTION_FAILED")
+        return [torch.zeros(1)]
+
+    assert executor.run_replacing(0, key, first, None, run) == [torch.zeros(1)]
+    assert executor.plan_for(0, None)[1].engine == "eng1"
+    assert cache.stats.plans_replaced == 1
+
+
+def test_a_group_no_plan_runs_is_refused_instead_of_replanned_on_every_call(
+        store: plans.PlanStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiler = FakeCompiler()
+    executor = _executor_over(plans.PlanCache(compiler, store), monkeypatch)
+    key, first = executor.plan_for(0, None)
+
+    def run(plan: plans.Compiled) -> list[torch.Tensor]:
+        raise RuntimeError(f"{plan.engine} fails")
+
+    with pytest.raises(RuntimeError, match="eng3 fails"):
+        executor.run_replacing(0, key, first, None, run)
+    assert compiler.builds == 1 + runtime.CudnnExecutor.MAX_REPLACEMENTS
+    with pytest.raises(RuntimeError, match="cuDNN has no plan for this group: .*eng3 fails"):
+        executor.plan_for(0, None)
+    assert compiler.builds == 1 + runtime.CudnnExecutor.MAX_REPLACEMENTS
+
+
 # -- precision ---------------------------------------------------------------------------------
 
 

@@ -204,18 +204,35 @@ class CudnnExecutor:
             # builds an object, a few microseconds on every run.
             cudnn.set_stream(handle, torch._C._cuda_getCurrentRawStream(index))
             key, compiled = self.plan_for(index, handle)
-            replaced = 0
-            while True:
-                try:
-                    return self._execute(compiled, inputs, device, handle)
-                except Exception as error:
-                    if replaced == self.MAX_REPLACEMENTS:
-                        raise
-                    replaced += 1
-                    log.debug(NAME, f"plan {compiled.engine or '?'} fails to execute, "
-                                    f"trying the next: {error}")
-                    compiled = plan_cache().replace(self.graph, key, index, handle, compiled)
-                    self._plans[(index, key.tf32)] = (key, compiled)
+            return self.run_replacing(
+                index, key, compiled, handle,
+                lambda plan: self._execute(plan, inputs, device, handle))
+
+    def run_replacing(self, device_index: int, key: plans.PlanKey, compiled: plans.Compiled,
+                      handle: Any, run: Callable[[plans.Compiled], list[torch.Tensor]]
+                      ) -> list[torch.Tensor]:
+        """`run(compiled)`; where it raises, again with the next plan, up to
+        MAX_REPLACEMENTS times. When that fails too, the slot is refused: later runs go
+        unfused at once instead of rebuilding plans on every call."""
+        slot = (device_index, key.tf32)
+        for attempt in range(self.MAX_REPLACEMENTS + 1):
+            try:
+                return run(compiled)
+            except Exception as error:
+                failure = error
+            if attempt == self.MAX_REPLACEMENTS:
+                break
+            log.debug(NAME, f"plan {compiled.engine or '?'} fails to execute, trying the "
+                            f"next: {failure}")
+            try:
+                compiled = plan_cache().replace(self.graph, key, device_index, handle, compiled)
+            except Exception as no_plan:
+                failure = no_plan
+                break
+            self._plans[slot] = (key, compiled)
+        self._plans.pop(slot, None)
+        self._refusals[slot] = f"{type(failure).__name__}: {failure}"
+        raise failure
 
 
 # -- the factory the kernel calls ----------------------------------------------------------
