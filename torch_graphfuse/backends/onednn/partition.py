@@ -506,10 +506,12 @@ def _partition_in_pieces(backend: BackendGraph, ops: list[BackendOp]
     (3.12 throws std::out_of_range on some graphs, as it does under torch's LLGA on several
     Hugging Face models), the ops are split in two, in order, and each half is partitioned
     alone: partitions then cannot cross the cut, but the rest of the graph still fuses. A
-    single op it throws on stays with ATen."""
+    single op it throws on stays with ATen. A description the C++ side cannot read
+    (ValueError) is the plugin's own error and is not split: the pass fails, with its
+    warning."""
     try:
         return _C._partition(backend.to_text(ops))
-    except (IndexError, RuntimeError, ValueError) as error:
+    except (IndexError, RuntimeError) as error:  # std::out_of_range, dnnl::error
         if len(ops) == 1:
             return [], [(ops[0].id, f"oneDNN's partitioner fails on it: {error}")]
         log.debug(NAME, f"oneDNN's partitioner fails on {len(ops)} ops, splitting them: {error}")
