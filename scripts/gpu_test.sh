@@ -40,13 +40,14 @@ mkdir -p "$site"
 import importlib.metadata
 import pathlib
 import sys
-import sysconfig
 import zipfile
 
 site, carried = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
 for wheel in sorted(carried.glob("*.whl")):
-    dist, version, *_, python_tag, abi, platform = wheel.stem.split("-")
+    # name-version[-build]-python-abi-platform
+    parts = wheel.stem.split("-")
+    dist, version, python_tag = parts[0], parts[1], parts[-3]
     try:
         have = importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
