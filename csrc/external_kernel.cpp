@@ -22,14 +22,14 @@ GroupExecutorFactory& executor_factory() {
 
 // A fusion group of a backend whose compile/execute live outside C++
 // (cuDNN: backends/cudnn/runtime.py). Its executor is made once, from the
-// group's description, and given the inputs per run; its outputs are laid over
+// group's backend and description, and given the inputs per run; its outputs are laid over
 // the node's profiled sizes, strides and dtypes (the description may view a
 // port differently: a linear's batch dims flattened into matmul rows). Any failure
 // runs the unfused subgraph, with one warning.
 class ExternalKernel : public GroupBase {
  public:
   explicit ExternalKernel(const Node* node)
-      : GroupBase(node, true), desc_(node->s(attr::desc)),
+      : GroupBase(node, true), backend_(node->s(attr::backend)), desc_(node->s(attr::desc)),
         n_inputs_(node->inputs().size() - finite_flags_) {
     const auto& types = node->tys(attr::output_types);
     TORCH_CHECK(types.size() == node->outputs().size(),
@@ -55,7 +55,7 @@ class ExternalKernel : public GroupBase {
     try {
       std::call_once(made_, [&] {
         TORCH_CHECK(executor_factory(), "no executor is registered for this backend");
-        executor_ = executor_factory()(desc_);
+        executor_ = executor_factory()(backend_, desc_);
       });
       TORCH_CHECK(executor_, "the group's executor could not be made");
       std::vector<at::Tensor> inputs;
@@ -87,6 +87,7 @@ class ExternalKernel : public GroupBase {
   }
 
  private:
+  const std::string backend_;
   const std::string desc_;
   const size_t n_inputs_;
   std::vector<std::vector<int64_t>> out_sizes_, out_strides_;

@@ -90,7 +90,7 @@ bool all_finite(const at::Tensor& t) {
 
 torch::jit::RegisterOperators register_ops({
     torch::jit::Operator(
-        "graphfuse::all_finite(Tensor[] tensors) -> bool",
+        std::string(kAllFinite) + "(Tensor[] tensors) -> bool",
         [](Stack& stack) {
           auto tensors = torch::jit::pop(stack).toTensorVector();
           bool finite = std::all_of(tensors.begin(), tensors.end(),
@@ -99,9 +99,9 @@ torch::jit::RegisterOperators register_ops({
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
     torch::jit::Operator(
-        c10::Symbol::fromQualString("graphfuse::FusionGroup"),
+        c10::Symbol::fromQualString(kGroupKind),
         [](const Node* node) -> torch::jit::Operation {
-          if (node->hasAttribute(attr::backend) && node->s(attr::backend) != "onednn")
+          if (node->hasAttribute(attr::backend) && node->s(attr::backend) != kOneDnnBackend)
             return external_group(node);
           return onednn_group(node);
         },
@@ -115,7 +115,7 @@ GroupBase::GroupBase(const Node* node, bool exact_strides)
       // The profiler's name for the group, e.g. "graphfuse::FusionGroup_3 [linear, gelu]".
       name_(node->hasAttribute(attr::label)
                 ? node->s(attr::label)
-                : "graphfuse::FusionGroup_" + std::to_string(reinterpret_cast<uintptr_t>(node))),
+                : std::string(kGroupKind) + "_" + std::to_string(reinterpret_cast<uintptr_t>(node))),
       report_(node->hasAttribute(attr::report) ? node->i(attr::report) : -1),
       exact_strides_(exact_strides) {
   // A group whose mapping assumes graph inputs finite (see

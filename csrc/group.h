@@ -1,6 +1,6 @@
-// What every fusion group's kernel shares, whatever its backend: the
-// graphfuse::FusionGroup node's attributes, the finite flags and type guard
-// checked before running fused, and the unfused subgraph run otherwise.
+// What every fusion group's kernel shares, whatever its backend: the finite
+// flags and type guard checked before running fused, and the unfused subgraph
+// run otherwise.
 #pragma once
 
 #include <torch/csrc/jit/ir/ir.h>
@@ -13,24 +13,9 @@
 #include <string>
 #include <vector>
 
-namespace graphfuse {
+#include "group_schema.h"
 
-// The node's attributes (written by torch_graphfuse/passes).
-namespace attr {
-inline const auto desc = c10::Symbol::attr("desc");
-inline const auto subgraph = c10::Symbol::attr("Subgraph");
-inline const auto types = c10::Symbol::attr("types");
-inline const auto guarded = c10::Symbol::attr("guarded");
-inline const auto any_layout = c10::Symbol::attr("any_layout");
-inline const auto prepared = c10::Symbol::attr("prepared");
-inline const auto free_layout = c10::Symbol::attr("free_layout");
-inline const auto finite_inputs = c10::Symbol::attr("finite_inputs");
-inline const auto label = c10::Symbol::attr("label");
-inline const auto backend = c10::Symbol::attr("backend");
-inline const auto output_types = c10::Symbol::attr("output_types");
-inline const auto report = c10::Symbol::attr("report");
-inline const auto shape_inputs = c10::Symbol::attr("shape_inputs");
-}  // namespace attr
+namespace graphfuse {
 
 class GroupBase {
  public:

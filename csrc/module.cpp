@@ -16,6 +16,7 @@
 
 #include "buffer_pool.h"
 #include "external_kernel.h"
+#include "group_schema.h"
 #include "kernel_stats.h"
 #include "onednn/api.h"
 #include "onednn/graph.h"
@@ -121,16 +122,17 @@ std::shared_ptr<py::object> shared_py(py::object obj) {
   });
 }
 
-// factory(desc) -> executor; executor(list[Tensor]) -> list[Tensor]. Python
+// factory(backend, desc) -> executor; executor(list[Tensor]) -> list[Tensor]. Python
 // errors come back as std::runtime_error, made while the GIL is held.
 void set_executor_factory(py::object factory) {
   if (factory.is_none()) return set_group_executor_factory(nullptr);
   auto made = shared_py(std::move(factory));
-  set_group_executor_factory([made](const std::string& desc) -> GroupExecutor {
+  set_group_executor_factory([made](const std::string& backend,
+                                    const std::string& desc) -> GroupExecutor {
     py::gil_scoped_acquire gil;
     std::shared_ptr<py::object> executor;
     try {
-      executor = shared_py((*made)(desc));
+      executor = shared_py((*made)(backend, desc));
     } catch (py::error_already_set& e) {
       throw std::runtime_error(e.what());
     }
@@ -161,7 +163,8 @@ PYBIND11_MODULE(_C, m) {
         "the ops whose inputs the profiling executor records types for");
   m.def("_is_enabled", [] { return g_enabled.load(); });
   m.def("_set_group_executor_factory", &set_executor_factory,
-        "factory(desc) -> executor(list[Tensor]) -> list[Tensor], for groups of another backend");
+        "factory(backend, desc) -> executor(list[Tensor]) -> list[Tensor], for groups of a "
+        "backend other than the built-in oneDNN kernel's");
   m.def("_partition", &partition, "oneDNN's partitions of a backend description");
   m.def("_prepare_partitions", &prepare,
         "partition fusion groups in one oneDNN call; a ticket per group (-1: none)");
@@ -173,6 +176,14 @@ PYBIND11_MODULE(_C, m) {
 #undef GRAPHFUSE_STAT
     return d;
   });
+  m.def("_group_schema", [] {
+    py::dict attributes;
+#define GRAPHFUSE_GROUP_ATTR(symbol, name, doc) attributes[#symbol] = py::make_tuple(name, doc);
+    GRAPHFUSE_GROUP_ATTRS(GRAPHFUSE_GROUP_ATTR)
+#undef GRAPHFUSE_GROUP_ATTR
+    return py::make_tuple(kGroupKind, kAllFinite, kOneDnnBackend, attributes);
+  }, "the FusionGroup node's kind, the finite check's op, the built-in kernel's backend and "
+     "{field: (attribute, what it holds)}");
   m.def("_kernel_stat_docs", [] {
     py::dict d;
 #define GRAPHFUSE_STAT(name, kind, doc) d[#name] = doc;

@@ -20,26 +20,13 @@
 #include "../kernel_stats.h"
 #include "api.h"
 #include "graph.h"
+#include "layout.h"
 
 namespace graphfuse {
 namespace {
 
 using torch::jit::Node;
 using torch::jit::Stack;
-
-std::optional<DataType> to_backend_dtype(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Float: return DataType::f32;
-    case c10::ScalarType::BFloat16: return DataType::bf16;
-    case c10::ScalarType::Half: return DataType::f16;
-    // Quantized data as plain tensors (PT2E's quantize/dequantize ops).
-    case c10::ScalarType::Byte: return DataType::u8;
-    case c10::ScalarType::Char: return DataType::s8;
-    // An attention mask, which only Select reads (one byte per element, as oneDNN's).
-    case c10::ScalarType::Bool: return DataType::boolean;
-    default: return std::nullopt;
-  }
-}
 
 // Spec of one call: per input dtype, rank, sizes and strides.
 using SpecKey = std::vector<int64_t>;
@@ -62,72 +49,6 @@ struct Entry {
   std::vector<int> inplace_input;
   bool executed = false;  // the first execution also prepares the constant weights
 };
-
-// How a tensor's memory is laid out, which decides the strides of eager's
-// results: row-major, channels-last (4-d/5-d), or another order.
-enum class Layout : int64_t { kRowMajor, kChannelsLast, kOther };
-
-// Dense with `order` (outermost dim first); size-1 dims may have any stride.
-bool dense_in_order(c10::IntArrayRef sizes, c10::IntArrayRef strides, const Dims& order) {
-  int64_t expected = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    if (sizes[*it] != 1 && strides[*it] != expected) return false;
-    expected *= sizes[*it];
-  }
-  return true;
-}
-
-Dims row_major_order(size_t rank) {
-  Dims order(rank);
-  for (size_t i = 0; i < rank; ++i) order[i] = static_cast<int64_t>(i);
-  return order;
-}
-
-Dims channels_last_order(size_t rank) {
-  Dims order{0};
-  for (size_t i = 2; i < rank; ++i) order.push_back(static_cast<int64_t>(i));
-  order.push_back(1);
-  return order;
-}
-
-// Dims from outermost to innermost stride (ties: the earlier dim outer).
-Dims order_of(c10::IntArrayRef strides) {
-  Dims order = row_major_order(strides.size());
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
-  return order;
-}
-
-// Eager lays a result out in its inputs' dim order, dense: a slice of a
-// row-major tensor counts as row-major. Size-1 dims are left out of the order.
-Layout layout_of(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
-  auto rank = sizes.size();
-  bool cl_rank = rank == 4 || rank == 5;
-  if (dense_in_order(sizes, strides, row_major_order(rank))) return Layout::kRowMajor;
-  if (cl_rank && dense_in_order(sizes, strides, channels_last_order(rank)))
-    return Layout::kChannelsLast;
-  auto without_unit_dims = [&](const Dims& order) {
-    Dims kept;
-    for (auto d : order)
-      if (sizes[d] != 1) kept.push_back(d);
-    return kept;
-  };
-  auto order = without_unit_dims(order_of(strides));
-  if (order == without_unit_dims(row_major_order(rank))) return Layout::kRowMajor;
-  if (cl_rank && order == without_unit_dims(channels_last_order(rank)))
-    return Layout::kChannelsLast;
-  return Layout::kOther;
-}
-
-Dims dense_strides(const Dims& sizes, const Dims& order) {
-  Dims strides(sizes.size());
-  int64_t stride = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    strides[*it] = stride;
-    stride *= std::max<int64_t>(sizes[*it], 1);
-  }
-  return strides;
-}
 
 // A oneDNN Graph fusion group: compiles its partition per input spec.
 class Kernel : public GroupBase {
@@ -542,18 +463,6 @@ class Kernel : public GroupBase {
     }
     ++counters().fused_runs;
     for (auto& t : outputs) stack.emplace_back(std::move(t));
-  }
-
-  static c10::ScalarType to_scalar_type(DataType t) {
-    switch (t) {
-      case DataType::bf16: return c10::ScalarType::BFloat16;
-      case DataType::f16: return c10::ScalarType::Half;
-      case DataType::s32: return c10::ScalarType::Int;
-      case DataType::s8: return c10::ScalarType::Char;
-      case DataType::u8: return c10::ScalarType::Byte;
-      case DataType::boolean: return c10::ScalarType::Bool;
-      default: return c10::ScalarType::Float;
-    }
   }
 
   const GraphDesc desc_;

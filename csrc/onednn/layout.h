@@ -1,0 +1,34 @@
+// How torch tensors and oneDNN's logical tensors describe the same memory:
+// dtypes, and the dim orders that decide the strides of eager's results.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+#include <c10/util/ArrayRef.h>
+
+#include <optional>
+
+#include "graph.h"
+
+namespace graphfuse {
+
+// The oneDNN data type of a torch dtype; nullopt for one oneDNN does not take.
+std::optional<DataType> to_backend_dtype(c10::ScalarType t);
+c10::ScalarType to_scalar_type(DataType t);
+
+// How a tensor's memory is laid out, which decides the strides of eager's
+// results: row-major, channels-last (4-d/5-d), or another order.
+enum class Layout : int64_t { kRowMajor, kChannelsLast, kOther };
+
+// Dense with `order` (outermost dim first); size-1 dims may have any stride.
+bool dense_in_order(c10::IntArrayRef sizes, c10::IntArrayRef strides, const Dims& order);
+Dims row_major_order(size_t rank);
+Dims channels_last_order(size_t rank);
+// Dims from outermost to innermost stride (ties: the earlier dim outer).
+Dims order_of(c10::IntArrayRef strides);
+// Eager lays a result out in its inputs' dim order, dense: a slice of a
+// row-major tensor counts as row-major. Size-1 dims are left out of the order.
+Layout layout_of(c10::IntArrayRef sizes, c10::IntArrayRef strides);
+// The strides of a dense tensor of `sizes` in dim `order`.
+Dims dense_strides(const Dims& sizes, const Dims& order);
+
+}  // namespace graphfuse
