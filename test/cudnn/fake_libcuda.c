@@ -1,8 +1,8 @@
 /*
  * TEST-ONLY stand-in for the CUDA driver library (libcuda.so.1). Never ship it,
- * never put it on a library path outside test/cudnn/test_cudnn_builder.py's
- * deviceless tier, which compiles it into a temporary directory and loads it
- * only in a subprocess.
+ * never put it on a library path outside test/cudnn's deviceless tiers
+ * (conftest.py's deviceless_env), which compile it into a temporary directory
+ * and load it only in subprocesses.
  *
  * Why it exists: cuDNN's deviceless mode (a device description instead of a
  * GPU) builds execution plans without a device, but the cuDNN engine libraries

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from patterns import CONV, PATTERNS, Pattern, cpu_graph, graph
+from pattern_ir import CONV, Pattern, cpu_graph, graph
+from patterns import PATTERNS
 
-from torch_graphfuse.backends import Partition
+from torch_graphfuse.backends.base import Partition
 from torch_graphfuse.backends.cudnn import ir
-from torch_graphfuse.backends.cudnn.lower import (
+from torch_graphfuse.backends.cudnn.group_rules import (
     NCHW_EPILOGUE,
     NCHW_FULL_SIZE_OPERAND,
     NCHW_PROLOGUE,
@@ -22,8 +23,9 @@ from torch_graphfuse.backends.cudnn.partition import (
     POINTWISE_ONLY,
     find_partitions,
 )
+from torch_graphfuse.fusion.rewrite import group_kinds, rewrite
+from torch_graphfuse.group_schema import KIND as FUSION_GROUP
 from torch_graphfuse.passes import finiteness
-from torch_graphfuse.passes.rewrite import FUSION_GROUP, group_kinds, rewrite
 from torch_graphfuse.report import FusionReport
 
 GROUPING = [name for name, p in PATTERNS.items() if p.groups]
@@ -167,7 +169,7 @@ def test_a_pattern_is_plain_data() -> None:
     assert "device=cuda" not in str(cpu_graph(pattern))
 
 
-# -- cuDNN's layout rules for convolutions (lower.py's _check_conv_layout) ---------
+# -- cuDNN's layout rules for convolutions (group_rules.py's _check_conv_layout) ---
 
 
 def test_an_nchw_conv_group_stops_before_a_residual_add() -> None:

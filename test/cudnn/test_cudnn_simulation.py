@@ -1,6 +1,6 @@
 """The cuDNN backend end to end on CPU: models partitioned by the cuDNN
 partitioner run through the real FusionGroup kernel with the reference
-interpreter as executor (backends/cudnn/simulation.py), and give eager's
+interpreter as executor (testing/cudnn_on_cpu.py), and give eager's
 results; guards and failures fall back to the unfused subgraph."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from fusion_check import assert_matches, eager, fuse, run
 from torch import nn
 
 import torch_graphfuse
-from torch_graphfuse.backends.cudnn import runtime, simulation
-from torch_graphfuse.testing import models, runner, transformer
+from torch_graphfuse.backends.cudnn import runtime
+from torch_graphfuse.testing import cudnn_on_cpu, models, runner, transformer
 
 
 @pytest.fixture(autouse=True)
 def simulated() -> Iterator[None]:
-    with simulation.on_cpu():
+    with cudnn_on_cpu.on_cpu():
         yield
 
 

@@ -10,38 +10,23 @@ channels_last through the epilogue) and, for group outputs, marked as outputs.
 
 Building needs no device: the graph exists in Python until `validate()` lowers
 it to cuDNN, which needs a handle, or a device description (deviceless mode,
-cuDNN >= 9.8: `device` names one of device_specs.DEVICES).
-
-`cudnn` comes from the optional `cuda` extra (`pip install torch_graphfuse[cuda]`)
-and is imported on first use only: the CPU path never needs it.
+cuDNN >= 9.8: `device` names one of device_specs.DEVICES). A pointwise node is
+built as the IR's vocabulary (ir.POINTWISE) says: its frontend method, arity and
+attribute keywords.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from ... import log
-from . import ir
+from . import device_specs, ir
+from .frontend import load_cudnn
 
 NAME = log.module_name(__file__)
-
-
-class CudnnUnavailable(ImportError):
-    """The cuDNN frontend (the `cuda` extra) is not installed."""
-
-
-def load_cudnn() -> ModuleType:
-    """The `cudnn` module, or CudnnUnavailable saying how to get it."""
-    try:
-        import cudnn
-    except ImportError as error:
-        raise CudnnUnavailable(
-            "the cuDNN backend needs nvidia-cudnn-frontend and nvidia-cudnn-cu13: "
-            "pip install 'torch_graphfuse[cuda]'") from error
-    return cudnn
 
 
 class BuildError(ValueError):
@@ -52,51 +37,6 @@ def uid(tensor_id: int) -> int:
     """The frontend uid of IR tensor `tensor_id` (0 is the frontend's 'unset')."""
     return tensor_id + 1
 
-
-@dataclass(frozen=True)
-class FrontendPointwise:
-    method: str  # the pygraph method, which takes the inputs IN_0.. positionally
-    arity: int
-    attrs: dict[str, str] = field(default_factory=dict)  # IR attr -> method keyword
-
-
-# IR pointwise modes are cuDNN's CUDNN_POINTWISE_* names in lower case (the
-# interpreter's table); their scalar attributes are cuDNN's attribute names.
-# Adding a mode is one entry.
-POINTWISE: dict[str, FrontendPointwise] = {
-    "add": FrontendPointwise("add", 2),
-    "sub": FrontendPointwise("sub", 2),
-    "mul": FrontendPointwise("mul", 2),
-    "div": FrontendPointwise("div", 2),
-    "max": FrontendPointwise("max", 2),
-    "min": FrontendPointwise("min", 2),
-    "pow": FrontendPointwise("pow", 2),
-    "identity": FrontendPointwise("identity", 1),
-    "neg": FrontendPointwise("neg", 1),
-    "abs": FrontendPointwise("abs", 1),
-    "exp": FrontendPointwise("exp", 1),
-    "log": FrontendPointwise("log", 1),
-    "sqrt": FrontendPointwise("sqrt", 1),
-    "rsqrt": FrontendPointwise("rsqrt", 1),
-    "reciprocal": FrontendPointwise("reciprocal", 1),
-    "erf": FrontendPointwise("erf", 1),
-    "sin": FrontendPointwise("sin", 1),
-    "cos": FrontendPointwise("cos", 1),
-    "tan": FrontendPointwise("tan", 1),
-    "ceil": FrontendPointwise("ceil", 1),
-    "floor": FrontendPointwise("floor", 1),
-    "tanh_fwd": FrontendPointwise("tanh", 1),
-    "sigmoid_fwd": FrontendPointwise("sigmoid", 1),
-    "gelu_fwd": FrontendPointwise("gelu", 1),
-    "gelu_approx_tanh_fwd": FrontendPointwise("gelu_approx_tanh", 1),
-    "relu_fwd": FrontendPointwise("relu", 1, {"relu_lower_clip": "lower_clip",
-                                              "relu_upper_clip": "upper_clip",
-                                              "relu_lower_clip_slope": "negative_slope"}),
-    "swish_fwd": FrontendPointwise("swish", 1, {"swish_beta": "swish_beta"}),
-}
-
-# IR reduction modes are cuDNN's CUDNN_REDUCE_TENSOR_* names in lower case.
-REDUCTION_MODES = ("add", "mul", "min", "max", "amax", "avg", "norm1", "norm2", "mul_no_zeros")
 
 _DTYPES = {"float": "FLOAT", "half": "HALF", "bfloat16": "BFLOAT16"}
 
@@ -117,8 +57,6 @@ def build(graph: ir.Graph, handle: Any = None, device: str | None = None) -> Bui
     cudnn = load_cudnn()
     options: dict[str, Any] = {}
     if device is not None:
-        from . import device_specs
-
         options["device_property"] = device_specs.device_properties(device)
         options["sm_version"] = device_specs.sm_version(device)
     fe = cudnn.pygraph(
@@ -168,34 +106,31 @@ def _matmul(cudnn: ModuleType, fe: Any, node: ir.Node, tensors: dict[int, Any],
 
 def _pointwise(cudnn: ModuleType, fe: Any, node: ir.Node, tensors: dict[int, Any],
                name: str) -> dict[str, Any]:
-    mode = node.attrs.get("mode")
-    spec = POINTWISE.get(mode)  # type: ignore[arg-type]
-    if spec is None:
-        raise BuildError(f"pointwise: mode {mode!r} has no frontend call")
+    try:
+        mode, n_tensors = ir.pointwise_mode(node)
+    except ValueError as error:
+        raise BuildError(str(error)) from None
     # A number operand (x * 0.5, clamp bounds) is the last input, as a scalar
     # the graph holds: the IR's fingerprint, and so the plan caches, hold it. A
     # runtime parameter, not a compile-time constant: cuDNN refuses constants
     # before 9.22 (CUDNN_ATTR_TENSOR_CONSTANT_VALUE), and CUDA builds of torch bring
     # older ones (9.20 for 2.13.0); the frontend passes the value at every execute.
     scalar = node.attrs.get("scalar")
-    n_tensors = spec.arity - (scalar is not None)
-    if n_tensors < 1:
-        raise BuildError(f"pointwise {mode}: a scalar and no tensor input")
-    _check(node, {f"IN_{i}" for i in range(n_tensors)}, {"mode", "scalar", *spec.attrs})
+    _check(node, {f"IN_{i}" for i in range(n_tensors)}, {"mode", "scalar", *mode.attrs})
     inputs = [tensors[node.inputs[f"IN_{i}"]] for i in range(n_tensors)]
     if scalar is not None:
         inputs.append(fe.tensor_scalar(float(scalar), cudnn.scalar_type.RUNTIME_PARAM,
                                        name=f"{name}_scalar"))
-    options = {spec.attrs[a]: float(v) for a, v in node.attrs.items()
-               if a in spec.attrs and v is not None}
-    return {"OUT_0": getattr(fe, spec.method)(*inputs, name=name, **options)}
+    options = {mode.attrs[a].keyword: float(v) for a, v in node.attrs.items()
+               if a in mode.attrs and v is not None}
+    return {"OUT_0": getattr(fe, mode.method)(*inputs, name=name, **options)}
 
 
 def _reduction(cudnn: ModuleType, fe: Any, node: ir.Node, tensors: dict[int, Any],
                name: str) -> dict[str, Any]:
     _check(node, {"X"}, {"mode"})
     mode = _attr(node, "mode")
-    if mode not in REDUCTION_MODES:
+    if mode not in ir.REDUCTION_MODES:
         raise BuildError(f"reduction: mode {mode!r} has no frontend call")
     y = fe.reduction(tensors[node.inputs["X"]], mode=getattr(cudnn.reduction_mode, mode.upper()),
                      name=name)

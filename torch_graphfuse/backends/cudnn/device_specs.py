@@ -15,12 +15,9 @@ correctness: a plan built for a description is checked again on the real GPU.
 from __future__ import annotations
 
 import json
-import sys
-import time
-from dataclasses import asdict, dataclass
 from typing import Any
 
-from . import ir
+from .frontend import load_cudnn
 
 # What every CUDA GPU since Volta reports alike.
 _COMMON: dict[str, Any] = {
@@ -97,72 +94,4 @@ def sm_version(device: str) -> int:
 
 def device_properties(device: str) -> Any:
     """cuDNN's device-properties object for `device`, for `builder.build`."""
-    from .builder import load_cudnn
-
     return load_cudnn().create_device_properties(description_json(device))
-
-
-@dataclass
-class DevicelessResult:
-    """How far cuDNN got with one IR for one described GPU, and why it stopped."""
-
-    supported: bool
-    failed_step: str | None  # the frontend step that raised, None when all ran
-    error: str
-    plan_count: int  # execution plans the heuristics offered
-    plan_bytes: int  # size of the serialized built plan
-    build_seconds: float  # IR -> frontend graph -> validate()
-
-
-# The frontend's steps from a graph to a serialized plan, in order.
-STEPS = ("validate", "build_operation_graph", "create_execution_plans", "check_support",
-         "build_plans", "serialize")
-
-
-def plan_deviceless(graph: ir.Graph, device: str) -> DevicelessResult:
-    """Take `graph` through every planning step for `device` with no GPU present.
-
-    cuDNN's engine libraries load the CUDA driver library even here: on a
-    machine without one, run this where a driver stand-in is on the library
-    path (the test tier does, in a subprocess) or some engines are not offered."""
-    from . import builder
-
-    cudnn = builder.load_cudnn()
-    start = time.perf_counter()
-    fe = builder.build(graph, device=device).graph
-    seconds = 0.0
-    plan_bytes = 0
-    for step in STEPS:
-        try:
-            if step == "create_execution_plans":
-                fe.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-            elif step == "serialize":
-                plan_bytes = len(fe.serialize(as_bytes=True))
-            else:
-                getattr(fe, step)()
-        except Exception as error:  # any refusal is the answer, whatever its type
-            return DevicelessResult(False, step, f"{type(error).__name__}: {error}",
-                                    _plan_count(fe), 0, seconds)
-        if step == "validate":
-            seconds = time.perf_counter() - start
-    return DevicelessResult(True, None, "", _plan_count(fe), plan_bytes, seconds)
-
-
-def _plan_count(fe: Any) -> int:
-    try:
-        return int(fe.get_execution_plan_count())
-    except Exception:  # not lowered yet: no plans
-        return 0
-
-
-def main() -> None:
-    """`python -m torch_graphfuse.backends.cudnn.device_specs DEVICE`: a JSON list
-    of IR graphs on stdin, a JSON list of DevicelessResults on stdout."""
-    if len(sys.argv) != 2 or sys.argv[1] not in DEVICES:
-        sys.exit(f"usage: python -m {__name__} {{{','.join(DEVICES)}}} < irs.json")
-    graphs = [ir.Graph.from_json(json.dumps(g)) for g in json.load(sys.stdin)]
-    json.dump([asdict(plan_deviceless(g, sys.argv[1])) for g in graphs], sys.stdout)
-
-
-if __name__ == "__main__":
-    main()

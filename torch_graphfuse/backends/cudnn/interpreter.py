@@ -11,8 +11,10 @@ is written into a fresh buffer with its IR dims and strides. Precision follows
 cuDNN's three data types: each node computes in the graph's compute type, and
 each tensor it makes is rounded to that tensor's own data type (the builder
 gives every IR tensor, virtual or not, its dtype), so a HALF intermediate loses
-what a HALF register would. Anything this module does not know (a mode, an
-attribute, a shape rule) raises ValueError: it never guesses. Where NVIDIA's
+what a HALF register would. It reads the modes, arities and attributes the
+builder reads (ir.POINTWISE, ir.REDUCTION_MODES) and gives each mode its semantics
+(SEMANTICS, REDUCTIONS). Anything else (a mode, an attribute, a shape rule)
+raises ValueError: it never guesses. Where NVIDIA's
 documentation leaves a case open (NaN through max, min and the max reduction;
 the order of a sum), this is torch's behaviour: the op table maps such ops only
 on inputs proven finite, and tests compare with tolerances.
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -33,16 +34,11 @@ from .ir import TORCH_DTYPES
 Tensor = torch.Tensor
 
 
-# -- pointwise modes: adding a mode is one entry ------------------------------
+# -- the semantics of each mode of the IR's vocabulary (ir.POINTWISE) -----------
 
-
-@dataclass(frozen=True)
-class PointwiseMode:
-    arity: int
-    apply: Callable[[list[Tensor], dict[str, float | None]], Tensor]
-    # The scalar attributes the mode takes, with cuDNN's defaults; None: the
-    # default depends on the compute type (see _relu).
-    attrs: dict[str, float | None] = field(default_factory=dict)
+# A mode's result from its inputs (IN_0.., then the scalar) and its attributes, each
+# given or else cuDNN's default (ir.ScalarAttr.default).
+Semantics = Callable[[list[Tensor], dict[str, float | None]], Tensor]
 
 
 def _relu(xs: list[Tensor], attrs: dict[str, float | None]) -> Tensor:
@@ -61,29 +57,28 @@ def _relu(xs: list[Tensor], attrs: dict[str, float | None]) -> Tensor:
 
 
 def _elu(xs: list[Tensor], attrs: dict[str, float | None]) -> Tensor:
-    x = xs[0]
-    return torch.where(x > 0, x, attrs["elu_alpha"] * torch.expm1(x))
+    # alpha is 1: the frontend sets cuDNN's ELU_ALPHA to 1 (ir.POINTWISE).
+    return torch.where(xs[0] > 0, xs[0], torch.expm1(xs[0]))
 
 
 def _softplus(xs: list[Tensor], attrs: dict[str, float | None]) -> Tensor:
-    # log(1 + exp(beta x)) / beta, without torch's linear threshold.
-    beta = attrs["softplus_beta"]
-    return torch.logaddexp(torch.zeros_like(xs[0]), beta * xs[0]) / beta
+    # log(1 + exp(x)), beta 1 as the frontend sets it, without torch's linear threshold.
+    return torch.logaddexp(torch.zeros_like(xs[0]), xs[0])
 
 
 def _swish(xs: list[Tensor], attrs: dict[str, float | None]) -> Tensor:
     return xs[0] * torch.sigmoid(attrs["swish_beta"] * xs[0])
 
 
-def _unary(fn: Callable[[Tensor], Tensor]) -> PointwiseMode:
-    return PointwiseMode(1, lambda xs, _: fn(xs[0]))
+def _unary(fn: Callable[[Tensor], Tensor]) -> Semantics:
+    return lambda xs, _: fn(xs[0])
 
 
-def _binary(fn: Callable[[Tensor, Tensor], Tensor]) -> PointwiseMode:
-    return PointwiseMode(2, lambda xs, _: fn(xs[0], xs[1]))
+def _binary(fn: Callable[[Tensor, Tensor], Tensor]) -> Semantics:
+    return lambda xs, _: fn(xs[0], xs[1])
 
 
-POINTWISE_MODES: dict[str, PointwiseMode] = {
+SEMANTICS: dict[str, Semantics] = {
     "add": _binary(torch.add),
     "sub": _binary(torch.sub),
     "mul": _binary(torch.mul),
@@ -109,15 +104,15 @@ POINTWISE_MODES: dict[str, PointwiseMode] = {
     "sigmoid_fwd": _unary(torch.sigmoid),
     "gelu_fwd": _unary(F.gelu),
     "gelu_approx_tanh_fwd": _unary(lambda x: F.gelu(x, approximate="tanh")),
-    "relu_fwd": PointwiseMode(1, _relu, {"relu_lower_clip": 0.0, "relu_upper_clip": None,
-                                         "relu_lower_clip_slope": 0.0}),
-    "elu_fwd": PointwiseMode(1, _elu, {"elu_alpha": 1.0}),
-    "softplus_fwd": PointwiseMode(1, _softplus, {"softplus_beta": 1.0}),
-    "swish_fwd": PointwiseMode(1, _swish, {"swish_beta": 1.0}),
+    "relu_fwd": _relu,
+    "swish_fwd": _swish,
+    "elu_fwd": _elu,
+    "softplus_fwd": _softplus,
 }
 
-# Reduction modes, each over the dims where the output has 1 and the input not.
-REDUCTION_MODES: dict[str, Callable[[Tensor, list[int]], Tensor]] = {
+# The semantics of each reduction mode (ir.REDUCTION_MODES), each over the dims
+# where the output has 1 and the input not.
+REDUCTIONS: dict[str, Callable[[Tensor, list[int]], Tensor]] = {
     "add": lambda x, d: x.sum(d, keepdim=True),
     "avg": lambda x, d: x.mean(d, keepdim=True),
     "max": lambda x, d: x.amax(d, keepdim=True),
@@ -137,13 +132,6 @@ def _prod(x: Tensor, dims: list[int]) -> Tensor:
 
 
 # -- memory ---------------------------------------------------------------------
-
-
-def _extent(dims: Sequence[int], strides: Sequence[int]) -> int:
-    """Elements a dims+strides view spans from its first element."""
-    if any(d == 0 for d in dims):
-        return 0
-    return 1 + sum((d - 1) * s for d, s in zip(dims, strides, strict=True))
 
 
 def _overlaps(dims: Sequence[int], strides: Sequence[int]) -> bool:
@@ -166,7 +154,7 @@ def _read(spec: ir.Tensor, given: Tensor) -> Tensor:
     if any(d < 0 for d in spec.dims) or any(s < 0 for s in spec.strides):
         raise ValueError(f"input tensor {spec.id}: negative dims or strides")
     room = given.untyped_storage().nbytes() // given.element_size() - given.storage_offset()
-    if _extent(spec.dims, spec.strides) > room:
+    if ir.extent(spec.dims, spec.strides) > room:
         raise ValueError(f"input tensor {spec.id}: dims {spec.dims} strides {spec.strides} "
                          f"reach past the {room} elements of the given tensor's memory")
     return given.as_strided(spec.dims, spec.strides, given.storage_offset())
@@ -256,15 +244,8 @@ def _number(what: str, value: object) -> float:
 
 
 def _pointwise(node: ir.Node, args: dict[str, Tensor], out: ir.Tensor) -> Tensor:
-    mode_name = node.attrs.get("mode")
-    mode = POINTWISE_MODES.get(mode_name)  # type: ignore[arg-type]
-    if mode is None:
-        raise ValueError(f"pointwise: unknown mode {mode_name!r}")
-    scalar = node.attrs.get("scalar")
-    # A number operand (op_table's `scalar`) is the last input, bound by value.
-    n_tensors = mode.arity - (scalar is not None)
-    if n_tensors < 1:
-        raise ValueError(f"pointwise {mode_name}: a scalar and no tensor input")
+    mode, n_tensors = ir.pointwise_mode(node)
+    mode_name = node.attrs["mode"]
     _ports(node, {f"IN_{i}" for i in range(n_tensors)}, {"OUT_0"})
     _check_attrs(node, {"mode", "scalar", *mode.attrs})
     xs = [args[f"IN_{i}"] for i in range(n_tensors)]
@@ -273,23 +254,25 @@ def _pointwise(node: ir.Node, args: dict[str, Tensor], out: ir.Tensor) -> Tensor
         if not _broadcasts(list(x.shape), out.dims):
             raise ValueError(f"pointwise {mode_name}: IN_{i} dims {list(x.shape)} do not "
                              f"broadcast to OUT_0 dims {out.dims}")
+    scalar = node.attrs.get("scalar")
     if scalar is not None:
-        # The builder binds it as a FLOAT scalar; the node reads it in its compute type.
+        # A number operand (op_table's `scalar`) is the last input, bound by value:
+        # the builder binds it as a FLOAT scalar; the node reads it in its compute type.
         bound = torch.tensor(_number(f"pointwise {mode_name}: scalar", scalar))
         xs.append(bound.to(xs[0].dtype).expand([1] * len(out.dims)))
     attrs: dict[str, float | None] = {}
-    for name, default in mode.attrs.items():
+    for name, attr in mode.attrs.items():
         value = node.attrs.get(name)
         # Absent or null: cuDNN's default, as the builder does.
-        attrs[name] = default if value is None else _number(f"pointwise {mode_name}: {name}",
-                                                            value)
-    return mode.apply(xs, attrs).expand(out.dims)
+        attrs[name] = attr.default if value is None else _number(
+            f"pointwise {mode_name}: {name}", value)
+    return SEMANTICS[mode_name](xs, attrs).expand(out.dims)
 
 
 def _reduction(node: ir.Node, args: dict[str, Tensor], out: ir.Tensor) -> Tensor:
     _ports(node, {"X"}, {"Y"})
     _check_attrs(node, {"mode"})
-    mode = REDUCTION_MODES.get(node.attrs.get("mode"))  # type: ignore[arg-type]
+    mode = REDUCTIONS.get(node.attrs.get("mode"))  # type: ignore[arg-type]
     if mode is None:
         raise ValueError(f"reduction: unknown mode {node.attrs.get('mode')!r}")
     x = args["X"]

@@ -14,14 +14,18 @@ order (the FusionGroup node's port order).
 Nodes (cuDNN frontend op names; port names are the frontend's):
 - conv_fprop  inputs X, W          outputs Y  attrs padding, stride, dilation
 - matmul      inputs A, B          outputs C  (rank 3: batch, rows, cols)
-- pointwise   inputs IN_0[, IN_1[, IN_2]]  outputs OUT_0  attrs mode[, scalar attrs]
+- pointwise   inputs IN_0[, IN_1]  outputs OUT_0  attrs mode[, scalar][, the mode's attrs]
 - reduction   inputs X             outputs Y  attrs mode (output dims of 1 are reduced)
+
+The modes are the vocabulary below, the one table the builder and the interpreter
+both read: what one accepts, the other does.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -34,6 +38,68 @@ TORCH_DTYPES = {"float": torch.float32, "half": torch.float16, "bfloat16": torch
 IR_DTYPES = {dtype: name for name, dtype in TORCH_DTYPES.items()}
 DTYPES = tuple(TORCH_DTYPES)
 NODE_OPS = ("conv_fprop", "matmul", "pointwise", "reduction")
+
+
+@dataclass(frozen=True)
+class ScalarAttr:
+    """A pointwise mode's scalar attribute (named in the IR as cuDNN names it)."""
+
+    keyword: str  # the frontend method's keyword for it
+    # cuDNN's value where the IR leaves it out; None where that depends on the
+    # compute type (the interpreter says how).
+    default: float | None
+
+
+@dataclass(frozen=True)
+class PointwiseMode:
+    """One cuDNN pointwise mode, as the builder builds it and the interpreter runs it."""
+
+    arity: int  # tensor inputs IN_0..; a `scalar` attribute stands for the last
+    method: str  # the frontend's pygraph method, which takes the inputs positionally
+    attrs: dict[str, ScalarAttr] = field(default_factory=dict)
+
+
+# IR pointwise modes are cuDNN's CUDNN_POINTWISE_* names in lower case. Adding a
+# mode is one entry here and its semantics in the interpreter.
+POINTWISE: dict[str, PointwiseMode] = {
+    "add": PointwiseMode(2, "add"),
+    "sub": PointwiseMode(2, "sub"),
+    "mul": PointwiseMode(2, "mul"),
+    "div": PointwiseMode(2, "div"),
+    "max": PointwiseMode(2, "max"),
+    "min": PointwiseMode(2, "min"),
+    "pow": PointwiseMode(2, "pow"),
+    "identity": PointwiseMode(1, "identity"),
+    "neg": PointwiseMode(1, "neg"),
+    "abs": PointwiseMode(1, "abs"),
+    "exp": PointwiseMode(1, "exp"),
+    "log": PointwiseMode(1, "log"),
+    "sqrt": PointwiseMode(1, "sqrt"),
+    "rsqrt": PointwiseMode(1, "rsqrt"),
+    "reciprocal": PointwiseMode(1, "reciprocal"),
+    "erf": PointwiseMode(1, "erf"),
+    "sin": PointwiseMode(1, "sin"),
+    "cos": PointwiseMode(1, "cos"),
+    "tan": PointwiseMode(1, "tan"),
+    "ceil": PointwiseMode(1, "ceil"),
+    "floor": PointwiseMode(1, "floor"),
+    "tanh_fwd": PointwiseMode(1, "tanh"),
+    "sigmoid_fwd": PointwiseMode(1, "sigmoid"),
+    "gelu_fwd": PointwiseMode(1, "gelu"),
+    "gelu_approx_tanh_fwd": PointwiseMode(1, "gelu_approx_tanh"),
+    "relu_fwd": PointwiseMode(1, "relu", {
+        "relu_lower_clip": ScalarAttr("lower_clip", 0.0),
+        "relu_upper_clip": ScalarAttr("upper_clip", None),
+        "relu_lower_clip_slope": ScalarAttr("negative_slope", 0.0)}),
+    "swish_fwd": PointwiseMode(1, "swish", {"swish_beta": ScalarAttr("swish_beta", 1.0)}),
+    # The frontend's elu and softplus take no alpha or beta: it sets cuDNN's
+    # ELU_ALPHA and SOFTPLUS_BETA to 1, so the IR has no attribute for them.
+    "elu_fwd": PointwiseMode(1, "elu"),
+    "softplus_fwd": PointwiseMode(1, "softplus"),
+}
+
+# IR reduction modes are cuDNN's CUDNN_REDUCE_TENSOR_* names in lower case.
+REDUCTION_MODES = ("add", "mul", "min", "max", "amax", "avg", "norm1", "norm2", "mul_no_zeros")
 
 
 @dataclass
@@ -91,6 +157,27 @@ class Graph:
             raise ValueError(f"malformed IR: {e!r}") from e
         validate(graph)
         return graph
+
+
+def pointwise_mode(node: Node) -> tuple[PointwiseMode, int]:
+    """A pointwise node's mode and the tensors it reads: its arity, less the one a
+    `scalar` attribute stands for (a number operand, bound by value as the last
+    input). ValueError for a mode outside the vocabulary, or a scalar alone."""
+    name = node.attrs.get("mode")
+    mode = POINTWISE.get(name)  # type: ignore[arg-type]
+    if mode is None:
+        raise ValueError(f"pointwise: unknown mode {name!r}")
+    n_tensors = mode.arity - (node.attrs.get("scalar") is not None)
+    if n_tensors < 1:
+        raise ValueError(f"pointwise {name}: a scalar and no tensor input")
+    return mode, n_tensors
+
+
+def extent(dims: Sequence[int], strides: Sequence[int]) -> int:
+    """Elements a dims + strides view spans, from its first to one past its last."""
+    if any(d == 0 for d in dims):
+        return 0
+    return 1 + sum((d - 1) * s for d, s in zip(dims, strides, strict=True))
 
 
 def validate(graph: Graph) -> None:

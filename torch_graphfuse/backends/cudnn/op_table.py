@@ -2,7 +2,7 @@
 
 Every op cuDNN's runtime fusion engines can take has one entry: its class and
 a lowering that emits IR nodes (ir.py) through a `Lowering` context
-(lower.py). Adding an op is one entry: a row in UNARY / BINARY, or a function
+(lowering.py). Adding an op is one entry: a row in UNARY / BINARY, or a function
 decorated with `@entry(...)`. A lowering raises `Unsupported` with the reason
 the fusion report shows when a node cannot be taken as it is.
 
@@ -29,19 +29,8 @@ import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .lower import Lowering
-
-
-class Unsupported(Exception):
-    """The node (or group) cannot be lowered as it is; the message says why."""
-
-
-class Unfinished(Unsupported):
-    """The group breaks a rule that a final reduction would lift: it cannot be
-    lowered as it is, but a larger group ending in a reduction may be."""
+from .lowering import Lowering, Unsupported
 
 
 class OpClass(enum.Enum):

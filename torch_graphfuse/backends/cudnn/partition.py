@@ -16,7 +16,7 @@ For each convolution or matmul on `device_type`, in block order:
 - the prologue grows backwards from the anchor's data input (conv X / matmul
   A, never the weight) over pointwise ops marked `prologue` whose results the
   group alone reads (cuDNN cannot output a prologue value),
-- every step is tried by lowering the candidate group (lower.py holds
+- every step is tried by lowering the candidate group (group_rules.py holds
   cuDNN's group rules: shapes, broadcasts, per-channel prologue operands, one
   reduction at the end, convolution layouts); a step that fails is left out
   with its reason. A group that fails only for want of a final reduction
@@ -42,10 +42,12 @@ import torch
 from ... import log
 from ...passes.finiteness import Facts
 from ...report import FusionReport
-from .. import Partition, describe
+from ..base import Partition, describe
+from . import BACKEND, OFFERED_BY
+from .group_rules import lower
 from .ir import IR_DTYPES
-from .lower import is_scalar_constant, lower
-from .op_table import TABLE, OpClass, Unfinished, Unsupported
+from .lowering import Unfinished, Unsupported, is_scalar_constant
+from .op_table import TABLE, OpClass
 
 NAME = log.module_name(__file__)
 
@@ -290,10 +292,10 @@ class _Partitioner:
         log.debug(NAME, lambda: graph.to_json(indent=1))
         return Partition(group, inputs, outputs, [v.unique() for v in inputs],
                          [v.unique() for v in outputs], graph.to_json(), True, finite,
-                         backend="cudnn")
+                         backend=BACKEND, typed_outputs=True)
 
     def reject(self, nodes: list[torch._C.Node], why: str) -> None:
-        self.report.add_rejected(describe(nodes), nodes, why)
+        self.report.add_rejected(describe(nodes), nodes, why, by=OFFERED_BY)
         log.debug(NAME, f"region [{describe(nodes)}] left unfused: {why}")
 
     def report_leftovers(self) -> None:

@@ -14,7 +14,7 @@ of the IR's dtype, 16-byte aligned, whose memory holds everything the IR's
 strides reach. Whether that memory means what the lowering meant is the
 kernel's type guard's business (it checks the profiled sizes and strides).
 
-A run takes the plan of its device (plans.py; chosen once per device, from
+A run takes the plan of its device (plans/; chosen once per device, from
 memory, disk or cuDNN), allocates outputs and workspace from torch's caching
 allocator and executes on torch's current CUDA stream, with one cuDNN handle
 per thread and device (a handle must not be shared across threads).
@@ -35,8 +35,13 @@ from typing import Any
 import torch
 
 from ... import log
-from . import ir, plans
+from . import ir
+from .frontend import load_cudnn
 from .ir import TORCH_DTYPES
+from .plans import key as plan_key
+from .plans.cache import CacheStats, Compiled, PlanCache
+from .plans.compiler import CudnnCompiler, autotune_enabled
+from .plans.store import PlanStore, cache_dir
 
 NAME = log.module_name(__file__)
 
@@ -52,13 +57,6 @@ class InputMismatch(ValueError):
 
 
 # -- inputs ------------------------------------------------------------------------------
-
-
-def _extent(dims: Sequence[int], strides: Sequence[int]) -> int:
-    """Elements from the first to one past the last that dims and strides reach."""
-    if any(d == 0 for d in dims):
-        return 0
-    return 1 + sum((d - 1) * s for d, s in zip(dims, strides, strict=True))
 
 
 @dataclass(frozen=True)
@@ -84,7 +82,7 @@ class InputSpec:
         if given.data_ptr() % ALIGNMENT:
             raise InputMismatch(f"{where}: data not {ALIGNMENT}-byte aligned")
         room = given.untyped_storage().nbytes() // given.element_size() - given.storage_offset()
-        if _extent(self.dims, self.strides) > room:
+        if ir.extent(self.dims, self.strides) > room:
             raise InputMismatch(f"{where}: dims {list(self.dims)} strides {list(self.strides)} "
                                 f"reach past the {room} elements of the given memory")
 
@@ -116,8 +114,6 @@ _handles = threading.local()
 def _handle(device_index: int) -> Any:
     """This thread's cuDNN handle on the device (the current one), made on first
     use and kept for the thread's life."""
-    from .builder import load_cudnn
-
     by_device = _handles.__dict__.setdefault("by_device", {})
     handle = by_device.get(device_index)
     if handle is None:
@@ -126,15 +122,15 @@ def _handle(device_index: int) -> Any:
 
 
 _cache_lock = threading.Lock()
-_cache: plans.PlanCache | None = None
+_cache: PlanCache | None = None
 
 
-def plan_cache() -> plans.PlanCache:
-    """The process's plan cache, on disk under plans.cache_dir() as it is at first use."""
+def plan_cache() -> PlanCache:
+    """The process's plan cache, on disk under cache_dir() as it is at first use."""
     global _cache
     with _cache_lock:
         if _cache is None:
-            _cache = plans.PlanCache(plans.CudnnCompiler(), plans.PlanStore(plans.cache_dir()))
+            _cache = PlanCache(CudnnCompiler(), PlanStore(cache_dir()))
         return _cache
 
 
@@ -153,14 +149,14 @@ class CudnnExecutor:
         self.graph = ir.Graph.from_json(desc)
         self.specs = [InputSpec.of(self.graph.tensor(tid)) for tid in self.graph.inputs]
         self.outputs = [self.graph.tensor(tid) for tid in self.graph.outputs]
-        self._plans: dict[tuple[int, bool], tuple[plans.PlanKey, plans.Compiled]] = {}
+        self._plans: dict[tuple[int, bool], tuple[plan_key.PlanKey, Compiled]] = {}
         # Why cuDNN gave no plan, per device and TF32 setting: asking again on every
         # run would cost each unfused run the heuristics' milliseconds.
         self._refusals: dict[tuple[int, bool], str] = {}
 
-    def plan_for(self, device_index: int, handle: Any) -> tuple[plans.PlanKey, plans.Compiled]:
+    def plan_for(self, device_index: int, handle: Any) -> tuple[plan_key.PlanKey, Compiled]:
         # Read on every run: eager follows a change of torch's TF32 flags at once.
-        slot = (device_index, plans.tf32_allowed(self.graph))
+        slot = (device_index, plan_key.tf32_allowed(self.graph))
         found = self._plans.get(slot)
         if found is not None:
             return found
@@ -168,16 +164,16 @@ class CudnnExecutor:
         if refusal is not None:
             raise RuntimeError(f"cuDNN has no plan for this group: {refusal}")
         try:
-            key = plans.device_key(self.graph, device_index)
+            key = plan_key.device_key(self.graph, device_index)
             compiled = plan_cache().get(self.graph, key, device_index, handle,
-                                        plans.autotune_enabled())
+                                        autotune_enabled())
         except Exception as error:
             self._refusals[slot] = f"{type(error).__name__}: {error}"
             raise
         self._plans[slot] = (key, compiled)
         return key, compiled
 
-    def _execute(self, compiled: plans.Compiled, inputs: Sequence[torch.Tensor],
+    def _execute(self, compiled: Compiled, inputs: Sequence[torch.Tensor],
                  device: torch.device, handle: Any) -> list[torch.Tensor]:
         outputs = [torch.empty_strided(t.dims, t.strides, dtype=TORCH_DTYPES[t.dtype],
                                        device=device) for t in self.outputs]
@@ -191,8 +187,6 @@ class CudnnExecutor:
 
     def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         device = check_inputs(self.specs, inputs)
-        from .builder import load_cudnn
-
         cudnn = load_cudnn()
         index = device.index if device.index is not None else torch.cuda.current_device()
         # cuDNN calls on a handle must come with its device current; the JIT does
@@ -208,8 +202,8 @@ class CudnnExecutor:
                 index, key, compiled, handle,
                 lambda plan: self._execute(plan, inputs, device, handle))
 
-    def run_replacing(self, device_index: int, key: plans.PlanKey, compiled: plans.Compiled,
-                      handle: Any, run: Callable[[plans.Compiled], list[torch.Tensor]]
+    def run_replacing(self, device_index: int, key: plan_key.PlanKey, compiled: Compiled,
+                      handle: Any, run: Callable[[Compiled], list[torch.Tensor]]
                       ) -> list[torch.Tensor]:
         """`run(compiled)`; where it raises, again with the next plan, up to
         MAX_REPLACEMENTS times. When that fails too, the slot is refused: later runs go
@@ -301,7 +295,7 @@ def stats() -> dict[str, float]:
     this process), executions and failures (runs through group_executor)."""
     with _stats_lock:
         runs = asdict(_run_stats)
-    cached = asdict(_cache.stats) if _cache is not None else asdict(plans.CacheStats())
+    cached = asdict(_cache.stats) if _cache is not None else asdict(CacheStats())
     return {**cached, **runs}
 
 

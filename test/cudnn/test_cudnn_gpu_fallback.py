@@ -1,0 +1,64 @@
+"""The GPU tier's failures: a group whose executor fails, or that cuDNN has no plan
+for, runs unfused with one warning and gives eager's result. Needs a CUDA GPU and
+the `cuda` extra (scripts/gpu_test.sh)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from gpu_models import ConvAct, ConvResidual, assert_close, images, on_gpu, requires_gpu
+from torch import nn
+
+import torch_graphfuse
+from torch_graphfuse.backends.cudnn import runtime
+from torch_graphfuse.backends.cudnn.plans.compiler import CudnnCompiler
+from torch_graphfuse.testing import runner
+
+
+def _warned_once_and_matched_eager(model: nn.Module, inputs: list[torch.Tensor]) -> None:
+    with torch.no_grad():
+        expected = model(*inputs)
+    module = runner.freeze(model, inputs)
+    with torch.no_grad(), torch_graphfuse.fuser(True):
+        for _ in range(2):
+            module(*inputs)
+        with pytest.warns(UserWarning, match="runs unfused"):
+            out = module(*inputs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            again = module(*inputs)
+    assert_close(out, expected, torch.float16)
+    assert torch.equal(again, out)
+    assert runtime.stats()["failures"] >= 1
+
+
+@requires_gpu
+def test_executor_failure_runs_the_group_unfused_with_one_warning(fresh_runtime: Path) -> None:
+    def broken(desc: str) -> runtime.Executor:
+        def run(inputs: Any) -> list[torch.Tensor]:
+            raise RuntimeError("forced cuDNN failure")
+        return run
+
+    torch.manual_seed(0)
+    with runtime.executor_factory(broken):
+        _warned_once_and_matched_eager(*on_gpu(ConvResidual(), images(), torch.float16,
+                                               channels_last=True))
+
+
+@requires_gpu
+def test_plan_cudnn_refuses_runs_the_group_unfused_with_one_warning(
+        fresh_runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import cudnn
+
+    def refuse(self: Any, graph: Any, handle: Any, autotune: bool) -> Any:
+        raise cudnn.cudnnGraphNotSupportedError("forced: no engine supports this graph")
+
+    monkeypatch.setattr(CudnnCompiler, "build", refuse)
+    torch.manual_seed(0)
+    _warned_once_and_matched_eager(*on_gpu(ConvAct("gelu_erf"), images(), torch.float16,
+                                           channels_last=True))
+    assert runtime.stats()["plans_built"] == 0

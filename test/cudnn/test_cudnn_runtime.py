@@ -1,0 +1,194 @@
+"""The runtime without CUDA (runtime.py): the input checks before a plan runs, the
+executor factory and its counts, and CudnnExecutor's plans per device and TF32
+setting, replaced where they fail to execute, refused where none runs. Plans come
+from a fake compiler."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from plan_fakes import FakeCompiler, conv_relu_ir, key_of, tf32_flags
+
+from torch_graphfuse.backends.cudnn import ir, runtime
+from torch_graphfuse.backends.cudnn.plans import key as plan_key
+from torch_graphfuse.backends.cudnn.plans.cache import Compiled, PlanCache
+from torch_graphfuse.backends.cudnn.plans.key import tf32_allowed
+from torch_graphfuse.backends.cudnn.plans.store import PlanStore
+
+
+def specs_of(graph: ir.Graph) -> list[runtime.InputSpec]:
+    return [runtime.InputSpec.of(graph.tensor(tid)) for tid in graph.inputs]
+
+
+def test_inputs_on_the_cpu_are_refused() -> None:
+    graph = conv_relu_ir()
+    inputs = [torch.zeros(1, 8, 4, 4, dtype=torch.half), torch.zeros(8, 8, 3, 3, dtype=torch.half)]
+    with pytest.raises(runtime.InputMismatch, match="cuDNN runs on CUDA"):
+        runtime.check_inputs(specs_of(graph), inputs)
+
+
+def test_wrong_input_count_is_refused() -> None:
+    with pytest.raises(runtime.InputMismatch, match="takes 2 inputs, got 1"):
+        runtime.check_inputs(specs_of(conv_relu_ir()), [torch.zeros(1, 8, 4, 4)])
+
+
+def test_wrong_dtype_is_refused() -> None:
+    spec = specs_of(conv_relu_ir())[0]
+    with pytest.raises(runtime.InputMismatch, match="dtype torch.float32"):
+        spec.check(torch.zeros(1, 8, 4, 4), 0)
+
+
+def test_input_smaller_than_the_ir_reads_is_refused() -> None:
+    spec = specs_of(conv_relu_ir())[0]
+    with pytest.raises(runtime.InputMismatch, match="reach past"):
+        spec.check(torch.zeros(1, 8, 4, 3, dtype=torch.half), 0)
+    window = torch.zeros(2, 8, 4, 4, dtype=torch.half)[1:]  # its storage ends where it does
+    spec.check(window, 0)
+    with pytest.raises(runtime.InputMismatch, match="reach past"):
+        spec.check(torch.zeros(128, dtype=torch.half)[8:], 0)  # aligned, 8 elements short
+
+
+def test_misaligned_input_is_refused() -> None:
+    spec = specs_of(conv_relu_ir())[0]
+    shifted = torch.zeros(200, dtype=torch.half)[1:129]
+    with pytest.raises(runtime.InputMismatch, match="aligned"):
+        spec.check(shifted, 0)
+
+
+def test_input_of_another_shape_with_the_memory_the_ir_reads_passes() -> None:
+    """The kernel passes the graph's tensors; the IR may view them differently
+    (a linear's (B, S, K) input as a (1, B*S, K) matmul operand)."""
+    matmul_a = ir.Tensor(0, [1, 6, 4], [24, 4, 1], "bfloat16")
+    runtime.InputSpec.of(matmul_a).check(torch.zeros(2, 3, 4, dtype=torch.bfloat16), 0)
+
+
+def test_non_tensor_input_is_refused() -> None:
+    with pytest.raises(runtime.InputMismatch, match="not a tensor"):
+        specs_of(conv_relu_ir())[0].check(3.0, 0)
+
+
+def test_malformed_description_fails_to_make_an_executor() -> None:
+    runtime.reset()
+    with pytest.raises(ValueError):
+        runtime.group_executor('{"version": 99}')
+    assert runtime.stats()["failures"] == 1
+
+
+def test_swapped_factory_makes_the_executors_and_runs_are_counted() -> None:
+    runtime.reset()
+    made: list[str] = []
+
+    def doubling(desc: str) -> runtime.Executor:
+        made.append(desc)
+        return lambda inputs: [inputs[0] * 2]
+
+    def failing(desc: str) -> runtime.Executor:
+        def run(inputs: Any) -> list[torch.Tensor]:
+            raise RuntimeError("no plan")
+        return run
+
+    desc = conv_relu_ir().to_json()
+    with runtime.executor_factory(doubling):
+        run = runtime.group_executor(desc)
+    assert made == [desc]
+    assert torch.equal(run([torch.ones(3)])[0], torch.full((3,), 2.0))
+    with runtime.executor_factory(failing):
+        broken = runtime.group_executor(desc)
+    with pytest.raises(RuntimeError, match="no plan"):
+        broken([torch.ones(3)])
+    stats = runtime.stats()
+    assert (stats["executions"], stats["failures"]) == (1, 1)
+    assert stats["plans_built"] == 0
+    assert runtime.set_executor_factory(None) is runtime.CudnnExecutor
+
+
+def test_cudnn_executor_refuses_cpu_inputs_before_touching_cudnn() -> None:
+    graph = conv_relu_ir()
+    run = runtime.CudnnExecutor(graph.to_json())
+    with pytest.raises(runtime.InputMismatch, match="CUDA"):
+        run([torch.zeros(1, 8, 4, 4, dtype=torch.half), torch.zeros(8, 8, 3, 3, dtype=torch.half)])
+
+
+def executor_over(cache: PlanCache, monkeypatch: pytest.MonkeyPatch,
+                  graph: ir.Graph | None = None) -> runtime.CudnnExecutor:
+    """An executor of `graph` (conv_relu_ir's by default) that takes its plans from
+    `cache`, keyed by key_of with TF32 as torch's flags say."""
+    monkeypatch.setattr(runtime, "plan_cache", lambda: cache)
+    monkeypatch.setattr(plan_key, "device_key",
+                        lambda graph, index: key_of(graph, tf32=tf32_allowed(graph)))
+    return runtime.CudnnExecutor((graph or conv_relu_ir()).to_json())
+
+
+def test_group_cudnn_refuses_is_not_planned_again_on_every_run(
+        store: PlanStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Refusing(FakeCompiler):
+        def build(self, graph: ir.Graph, handle: Any, autotune: bool, tf32: bool,
+                  failed_engines: frozenset[str] = frozenset()
+                  ) -> tuple[Compiled, bytes | None]:
+            self.builds += 1
+            raise RuntimeError("no engine supports this graph")
+
+    compiler = Refusing()
+    executor = executor_over(PlanCache(compiler, store), monkeypatch)
+    with pytest.raises(RuntimeError, match="no engine supports this graph"):
+        executor.plan_for(0, None)
+    with pytest.raises(RuntimeError, match="cuDNN has no plan for this group: .*no engine"):
+        executor.plan_for(0, None)
+    assert compiler.builds == 1
+
+
+def test_executor_keeps_its_plan_per_device(store: PlanStore,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = PlanCache(FakeCompiler(), store)
+    executor = executor_over(cache, monkeypatch)
+    _, first = executor.plan_for(0, None)
+    assert executor.plan_for(0, None)[1] is first and cache.stats.memory_hits == 0
+    assert executor.plan_for(1, None)[1] is not first
+    assert first.uids == {0: 100, 1: 101, 3: 103}
+
+
+def test_executor_plans_again_when_torch_tf32_flag_changes(
+        store: PlanStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = PlanCache(FakeCompiler(), store)
+    executor = executor_over(cache, monkeypatch, conv_relu_ir(dtype="float"))
+    with tf32_flags(conv=False, matmul=False):
+        key_ieee, ieee = executor.plan_for(0, None)
+    with tf32_flags(conv=True, matmul=False):
+        key_tf32, tf32 = executor.plan_for(0, None)
+    assert (key_ieee.tf32, key_tf32.tf32) == (False, True) and tf32 is not ieee
+    assert cache.compiler.last_build[0] is True  # type: ignore[attr-defined]
+
+
+def test_a_plan_that_fails_to_execute_is_replaced_for_this_run_and_the_next(
+        store: PlanStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = PlanCache(FakeCompiler(), store)
+    executor = executor_over(cache, monkeypatch)
+    key, first = executor.plan_for(0, None)
+
+    def run(plan: Compiled) -> list[torch.Tensor]:
+        if plan.engine == "eng0":
+            raise RuntimeError("CUDNN_STATUS_EXECUTION_FAILED")
+        return [torch.zeros(1)]
+
+    assert executor.run_replacing(0, key, first, None, run) == [torch.zeros(1)]
+    assert executor.plan_for(0, None)[1].engine == "eng1"
+    assert cache.stats.plans_replaced == 1
+
+
+def test_a_group_no_plan_runs_is_refused_instead_of_replanned_on_every_call(
+        store: PlanStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiler = FakeCompiler()
+    executor = executor_over(PlanCache(compiler, store), monkeypatch)
+    key, first = executor.plan_for(0, None)
+
+    def run(plan: Compiled) -> list[torch.Tensor]:
+        raise RuntimeError(f"{plan.engine} fails")
+
+    with pytest.raises(RuntimeError, match="eng3 fails"):
+        executor.run_replacing(0, key, first, None, run)
+    assert compiler.builds == 1 + runtime.CudnnExecutor.MAX_REPLACEMENTS
+    with pytest.raises(RuntimeError, match="cuDNN has no plan for this group: .*eng3 fails"):
+        executor.plan_for(0, None)
+    assert compiler.builds == 1 + runtime.CudnnExecutor.MAX_REPLACEMENTS
