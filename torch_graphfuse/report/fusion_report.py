@@ -18,28 +18,21 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
-if TYPE_CHECKING:
-    import torch
+import torch
 
-    from .picture import Picture
+from .. import _C
+from . import picture
+from .snapshot import Picture, Unfused, op_key, snapshot
 
 _last: FusionReport | None = None
 
 
-def op_key(node: torch._C.Node) -> str:
-    """A node's identity within its graph, as long as the graph lives: its
-    outputs' debug names (unique in a graph), which outlive the pass objects."""
-    outputs = ",".join(v.debugName() for v in node.outputs())
-    return outputs or f"{node.kind()}({','.join(v.debugName() for v in node.inputs())})"
-
-
-@dataclass(frozen=True)
-class Unfused:
-    """Why an op stayed with ATen, as the picture marks it."""
-    why: str
-    region: int | None = None  # index in FusionReport.rejected of the region oneDNN offered
+class Rejection(NamedTuple):
+    region: str  # its ops: "_convolution, relu"
+    why: str  # why it stayed unfused
+    by: str  # who offered it: "oneDNN", "the cuDNN partitioner"
 
 
 _ids = itertools.count()
@@ -52,7 +45,7 @@ class FusionReport:
     id: int = field(default_factory=lambda: next(_ids))
     groups: list[list[str]] = field(default_factory=list)  # aten kinds of each group
     unmapped: list[tuple[str, str]] = field(default_factory=list)  # (kind, why not mapped)
-    rejected: list[tuple[str, str]] = field(default_factory=list)  # (region, why not fused)
+    rejections: list[Rejection] = field(default_factory=list)  # regions left unfused
     unfused: dict[str, Unfused] = field(default_factory=dict)  # by op_key: what picture() shows
     graph: Picture | None = None  # the optimized graph, as picture() draws it
 
@@ -60,25 +53,34 @@ class FusionReport:
         self.unmapped.append((node.kind(), why))
         self.unfused[op_key(node)] = Unfused(f"not mapped: {why}")
 
-    def add_rejected(self, region: str, nodes: list[torch._C.Node], why: str) -> None:
-        """A region oneDNN offered (`region` names its ops) that stays unfused."""
-        unfused = Unfused(f"offered by oneDNN, left unfused: {why}", len(self.rejected))
-        self.rejected.append((region, why))
+    def add_rejected(self, region: str, nodes: list[torch._C.Node], why: str, *,
+                     by: str) -> None:
+        """A region `by` offered (a backend's `offered_by`; `region` names its ops) that
+        stays unfused: its partitioner's refusal, or the rewrite's."""
+        unfused = Unfused(f"offered by {by}, left unfused: {why}",
+                          len(self.rejections))
+        self.rejections.append(Rejection(region, why, by))
         self.unfused.update((op_key(n), unfused) for n in nodes)
+
+    def add_graph(self, graph: torch._C.Graph, groups: list[torch._C.Node]) -> None:
+        """Keep what picture() draws of the optimized `graph`; its groups are
+        numbered by their place in `groups`, as the report numbers them."""
+        self.graph = snapshot(graph, groups, self.headline, self.unfused)
+
+    @property
+    def rejected(self) -> list[tuple[str, str]]:
+        """(region, why) of each region left unfused, whichever backend it was offered for."""
+        return [(r.region, r.why) for r in self.rejections]
 
     def unfused_specs(self) -> list[tuple[str, str]]:
         """(group label, why) for each group that met an input spec it runs unfused: one
         oneDNN cannot compile on this CPU (bf16 without bf16 instructions), or one whose
         layout differs from the profiling runs. Filled in as the model runs."""
-        from . import _C
-
         return [tuple(u) for u in _C._unfused_specs(self.id)]
 
     def picture(self, path: str | Path) -> Path:
         """Draw the optimized graph into `path` (.svg, .png, .pdf, .dot or .txt) and
         return the file written: the text form when Graphviz's `dot` is missing."""
-        from . import picture  # picture imports the passes, which import this module
-
         if self.graph is None:
             raise ValueError("this report holds no graph to draw")
         return picture.write(self.graph, Path(path))
@@ -93,6 +95,12 @@ class FusionReport:
         return self.fused_ops + len(self.unmapped) + sum(
             region.count(",") + 1 for region, _ in self.rejected)
 
+    @property
+    def headline(self) -> str:
+        """The report's first line, which titles the picture too."""
+        return (f"torch_graphfuse: {len(self.groups)} fusion groups, "
+                f"{self.fused_ops} of {self.total_ops} aten ops fused")
+
     def top_reasons(self, count: int = 3) -> list[tuple[str, int]]:
         """The commonest reasons ops stayed with ATen ("aten::view: argument 1 is not a
         constant", ...), with the number of ops each kept out, most first."""
@@ -102,18 +110,18 @@ class FusionReport:
         return ops.most_common(count)
 
     def __str__(self) -> str:
-        lines = [f"torch_graphfuse: {len(self.groups)} fusion groups, "
-                 f"{self.fused_ops} of {self.total_ops} aten ops fused"]
+        lines = [self.headline]
         lines += [f"  group {i}: {', '.join(k.split('::')[-1] for k in g)}"
                   for i, g in enumerate(self.groups, 1)]
         if self.unmapped:
             lines.append("not mapped (stay with ATen):")
             lines += [f"  {kind}{f' x{n}' if n > 1 else ''}: {why}"
                       for (kind, why), n in Counter(self.unmapped).items()]
-        if self.rejected:
-            lines.append("regions oneDNN offered, left unfused:")
+        for by in dict.fromkeys(r.by for r in self.rejections):
+            lines.append(f"regions {by} offered, left unfused:")
+            regions = Counter((r.region, r.why) for r in self.rejections if r.by == by)
             lines += [f"  [{region}]{f' x{n}' if n > 1 else ''}: {why}"
-                      for (region, why), n in Counter(self.rejected).items()]
+                      for (region, why), n in regions.items()]
         unfused = self.unfused_specs()
         if unfused:
             lines.append("groups that ran an input spec unfused:")

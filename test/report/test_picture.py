@@ -14,8 +14,7 @@ from test_report import Mixed
 from torch import nn
 
 import torch_graphfuse
-from torch_graphfuse import picture
-from torch_graphfuse.report import FusionReport
+from torch_graphfuse.report import FusionReport, Picture, layout, picture
 from torch_graphfuse.testing import runner
 from torch_graphfuse.testing.models import Bottleneck, ResNet
 from torch_graphfuse.testing.transformer import BertEncoder, bert_inputs
@@ -84,7 +83,7 @@ def parse_dot(text: str) -> Dot:
     return Dot(root, labels, edges)
 
 
-def fused_picture(model: nn.Module, inputs: list[torch.Tensor]) -> picture.Picture:
+def fused_picture(model: nn.Module, inputs: list[torch.Tensor]) -> Picture:
     runner.fused(model, inputs)
     report = torch_graphfuse.last_report()
     assert report is not None and report.graph is not None
@@ -92,12 +91,12 @@ def fused_picture(model: nn.Module, inputs: list[torch.Tensor]) -> picture.Pictu
 
 
 @pytest.fixture(scope="module")
-def mixed() -> picture.Picture:
+def mixed() -> Picture:
     torch.manual_seed(0)
     return fused_picture(Mixed(), [torch.randn(1, 3, 8, 8)])
 
 
-def test_groups_are_boxes_of_their_ops_and_unfused_ops_say_why(mixed: picture.Picture) -> None:
+def test_groups_are_boxes_of_their_ops_and_unfused_ops_say_why(mixed: Picture) -> None:
     dot = parse_dot(picture.to_dot(mixed))
     assert dot.root.label == "torch_graphfuse: 1 fusion groups, 2 of 5 aten ops fused"
     [group] = dot.clusters("group")
@@ -112,7 +111,7 @@ def test_groups_are_boxes_of_their_ops_and_unfused_ops_say_why(mixed: picture.Pi
         ("erf", "floor_divide"), ("floor_divide", "tanh"), ("tanh", "output 0")}
 
 
-def test_all_finite_check_is_a_note(mixed: picture.Picture) -> None:
+def test_all_finite_check_is_a_note(mixed: Picture) -> None:
     [x] = mixed.inputs
     assert mixed.notes == [f"graphfuse::all_finite checks {x} once per call; "
                            "group 1 runs unfused when it holds NaN or inf"]
@@ -120,7 +119,7 @@ def test_all_finite_check_is_a_note(mixed: picture.Picture) -> None:
     assert "note0" in dot.labels and not any("note0" in e for e in dot.edges)
 
 
-def test_text_form_when_dot_is_missing(mixed: picture.Picture, tmp_path: Path,
+def test_text_form_when_dot_is_missing(mixed: Picture, tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(picture.shutil, "which", lambda name: None)
@@ -145,7 +144,7 @@ def test_text_form_when_dot_is_missing(mixed: picture.Picture, tmp_path: Path,
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
-def test_renders_svg_with_dot(mixed: picture.Picture, tmp_path: Path) -> None:
+def test_renders_svg_with_dot(mixed: Picture, tmp_path: Path) -> None:
     written = FusionReport(graph=mixed).picture(tmp_path / "mixed.svg")
     assert written == tmp_path / "mixed.svg"
     assert "<svg" in written.read_text()
@@ -158,10 +157,13 @@ def test_rejected_region_is_a_dashed_box_of_its_ops() -> None:
     [relu] = [n for n in graph.nodes() if n.kind() == "aten::relu"]
     [sigmoid] = [n for n in graph.nodes() if n.kind() == "aten::sigmoid"]
     report = FusionReport()
-    report.add_rejected("_convolution, relu, _convolution", [convs[0], relu, convs[1]], "why")
+    report.add_rejected("_convolution, relu, _convolution", [convs[0], relu, convs[1]], "why",
+                        by="oneDNN")
     report.add_unmapped(sigmoid, "no mapping")
     assert str(report).endswith("  [_convolution, relu, _convolution]: why")
-    pic = picture.snapshot(graph, [], report)
+    report.add_graph(graph, [])
+    pic = report.graph
+    assert pic is not None
     dot = parse_dot(picture.to_dot(pic))
     [region] = dot.clusters("offered by oneDNN")
     assert region.label == "offered by oneDNN, left unfused: why"
@@ -177,7 +179,7 @@ def test_runs_line_up_with_the_end_of_a_stretch() -> None:
     def runs(keys: str, containers: list[int | None] | None = None,
              backs: frozenset[int] = frozenset({1})) -> list[tuple[int, int, int]]:
         n = len(keys)
-        return picture.find_runs(list(keys), [backs] * n, containers or [None] * n)
+        return layout.find_runs(list(keys), [backs] * n, containers or [None] * n)
 
     # A first block that differs at its start ("u"), then two alike: the run is the two.
     assert runs("ubcabcabc") == [(3, 3, 2)]
@@ -187,7 +189,7 @@ def test_runs_line_up_with_the_end_of_a_stretch() -> None:
     assert runs("aab") == []  # hides one: not worth a box
     assert runs("xaaaa", backs={4}) == []  # side by side, each reading x: not a chain
     # A block of two items not reading each other: cut across side by side branches.
-    assert picture.find_runs(list("abababab"), [{1}, {5}] * 4, [None] * 8) == []
+    assert layout.find_runs(list("abababab"), [{1}, {5}] * 4, [None] * 8) == []
 
 
 def test_repeated_resnet_blocks_drawn_once() -> None:
