@@ -1,1 +1,2 @@
-"""The JIT passes of torch_graphfuse, one per module, in pipeline order (see ../pipeline.py)."""
+"""The backend-agnostic JIT passes and analyses the partitioners start from, one per module,
+in pipeline order (see ../pipeline.py)."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..backends.onednn.graph_desc import BACKEND_DTYPES
+from ..aten_ops import FUSION_DTYPES
 from .graph_utils import all_nodes
 
 
@@ -46,7 +46,7 @@ class _Builder:
 
 def _float_tensor(value: torch._C.Value) -> bool:
     t = value.type()
-    return isinstance(t, torch._C.TensorType) and t.dtype() in BACKEND_DTYPES
+    return isinstance(t, torch._C.TensorType) and t.dtype() in FUSION_DTYPES
 
 
 def _addmm(graph: torch._C.Graph, node: torch._C.Node) -> bool:

@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import torch
 
-from ..backends.onednn.op_table import UNARY
+from ..aten_ops import BINARY_ARITHMETIC, UNARY_ELEMENTWISE
 from .graph_utils import all_nodes, constant_number
 
 # Ops whose output has exactly the sizes of their first input, whatever they are.
-SHAPE_PRESERVING = frozenset(UNARY) | {
-    "aten::relu", "aten::exp", "aten::sigmoid", "aten::relu6", "aten::hardsigmoid",
-    "aten::gelu", "aten::silu", "aten::leaky_relu", "aten::elu", "aten::clamp",
-    "aten::clamp_min", "aten::clamp_max", "aten::hardtanh", "aten::softplus",
+SHAPE_PRESERVING = UNARY_ELEMENTWISE | {
     "aten::softmax", "aten::log_softmax", "aten::layer_norm", "aten::to",
 }
-_BINARY = ("aten::add", "aten::sub", "aten::mul", "aten::div")
 
 
 def _source(value: torch._C.Value) -> torch._C.Value:
@@ -30,7 +26,7 @@ def _source(value: torch._C.Value) -> torch._C.Value:
         # A number or 0-dim operand cannot change the sizes of an operand of
         # rank >= 1 (a [1, 1] tensor could raise its rank).
         if kind in SHAPE_PRESERVING or (
-                kind in _BINARY and constant_number(node.inputsAt(1)) is not None):
+                kind in BINARY_ARITHMETIC and constant_number(node.inputsAt(1)) is not None):
             source = node.inputsAt(0)
             t = source.type()
             if isinstance(t, torch._C.TensorType) and t.dim() is not None and t.dim() >= 1:

@@ -7,14 +7,7 @@ from typing import Any
 
 import torch
 
-# Ops whose eager result may be a view of their input.
-VIEW_KINDS = frozenset({
-    "aten::reshape", "aten::view", "aten::flatten", "aten::squeeze", "aten::unsqueeze",
-    "aten::permute", "aten::transpose", "aten::t", "aten::contiguous",
-})
-
-# c10::ScalarType codes, as TorchScript passes a dtype argument.
-SCALAR_TYPE_CODE = {torch.float32: 6, torch.bfloat16: 15, torch.float64: 7, torch.float16: 5}
+from ..aten_ops import SCALAR_TYPE_CODE
 
 
 def insert_node(graph: torch._C.Graph, before: torch._C.Node, kind: str, args: list[Any],

@@ -22,16 +22,15 @@ import numbers
 
 import torch
 
-from ..backends.onednn.graph_desc import BACKEND_DTYPES
+from ..aten_ops import BINARY_ARITHMETIC, FUSION_DTYPES
 from .graph_utils import all_nodes, constant_number, insert_cast
 
-BINARY_KINDS = ("aten::add", "aten::sub", "aten::mul", "aten::div")
 _IDENTITY = {"aten::sub": 0, "aten::mul": 1, "aten::div": 1}
 
 
 def _result_dtype(node: torch._C.Node) -> torch.dtype | None:
     t = node.output().type()
-    if not isinstance(t, torch._C.TensorType) or t.dtype() not in BACKEND_DTYPES:
+    if not isinstance(t, torch._C.TensorType) or t.dtype() not in FUSION_DTYPES:
         return None
     # A CUDA graph goes to cuDNN, which takes a number as a pointwise scalar in
     # float, as eager on CUDA does (backends/cudnn/op_table).
@@ -72,7 +71,7 @@ def _cast_operands(graph: torch._C.Graph, node: torch._C.Node, dtype: torch.dtyp
         t = value.type()
         if not isinstance(t, torch._C.TensorType) or t.dtype() in (None, dtype):
             continue
-        if t.dtype() not in BACKEND_DTYPES or t.sizes() is None:
+        if t.dtype() not in FUSION_DTYPES or t.sizes() is None:
             continue
         node.replaceInput(i, insert_cast(graph, value, dtype, node).output())
 
@@ -120,5 +119,5 @@ def run(graph: torch._C.Graph) -> None:
     # answers about the values it asks for unchanged.
     alias_db = graph.alias_db()
     for node in all_nodes(graph.block()):
-        if node.kind() in BINARY_KINDS and node.outputsSize() == 1:
+        if node.kind() in BINARY_ARITHMETIC and node.outputsSize() == 1:
             _prepare(graph, node, alias_db)

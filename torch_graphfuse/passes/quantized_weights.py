@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from .. import log
+from ..aten_ops import SCALAR_TYPE_CODE
 from .graph_utils import all_nodes, insert_node
 
 NAME = log.module_name(__file__)
@@ -24,7 +25,6 @@ DEQUANTIZE_PER_TENSOR = "quantized_decomposed::dequantize_per_tensor"
 DEQUANTIZE_PER_CHANNEL = "quantized_decomposed::dequantize_per_channel"
 _WEIGHTED = ("aten::_convolution", "aten::convolution", "aten::conv1d", "aten::conv2d",
              "aten::conv3d", "aten::linear")
-_INT8_CODE = 1  # c10::ScalarType::Char, as TorchScript passes a dtype
 
 
 def _dequantize(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
@@ -90,7 +90,8 @@ def _restore(graph: torch._C.Graph, node: torch._C.Node) -> bool:
     q, scales = form
     zero_points = torch.zeros(q.shape[0], dtype=torch.int64)
     dequantize = insert_node(graph, node, DEQUANTIZE_PER_CHANNEL,
-                             [q, scales, zero_points, 0, -128, 127, _INT8_CODE, None],
+                             [q, scales, zero_points, 0, -128, 127,
+                              SCALAR_TYPE_CODE[torch.int8], None],
                              weight.type())
     node.replaceInput(1, dequantize.output())
     return True

@@ -23,13 +23,13 @@ from __future__ import annotations
 import torch
 
 from .. import log
+from ..aten_ops import DTYPE_OF_CODE, SCALAR_TYPE_CODE
 from .graph_utils import all_nodes, constant_number, insert_node
 
 NAME = log.module_name(__file__)
 
-# c10::ScalarType codes of the quantized dtypes -> the plain dtype's code and range.
-_PLAIN = {13: (0, (0, 255)), 12: (1, (-128, 127))}  # quint8 -> uint8, qint8 -> int8
-_QUANTIZED_TO_PLAIN = {torch.quint8: (torch.uint8, 0), torch.qint8: (torch.int8, 1)}
+# A quantized dtype -> the plain dtype of the same bits.
+_QUANTIZED_TO_PLAIN = {torch.quint8: torch.uint8, torch.qint8: torch.int8}
 
 
 def _insert(graph: torch._C.Graph, before: torch._C.Node, kind: str, args: list,
@@ -43,11 +43,13 @@ def _activation(graph: torch._C.Graph, node: torch._C.Node) -> bool:
     code = node.inputsAt(3).toIValue() if node.inputsAt(3).node().kind() == "prim::Constant" \
         else None
     readers = [use.user for use in node.output().uses()]
-    if (scale is None or zero_point is None or code not in _PLAIN or not readers
-            or any(r.kind() != "aten::dequantize" for r in readers)):
+    quantized = DTYPE_OF_CODE.get(code) if isinstance(code, int) else None
+    if (scale is None or zero_point is None or quantized not in _QUANTIZED_TO_PLAIN
+            or not readers or any(r.kind() != "aten::dequantize" for r in readers)):
         return False
-    plain_code, (qmin, qmax) = _PLAIN[code]
-    plain_dtype = torch.uint8 if plain_code == 0 else torch.int8
+    plain_dtype = _QUANTIZED_TO_PLAIN[quantized]
+    plain_code = SCALAR_TYPE_CODE[plain_dtype]
+    qmin, qmax = torch.iinfo(plain_dtype).min, torch.iinfo(plain_dtype).max
     q = _insert(graph, node, "quantized_decomposed::quantize_per_tensor",
                 [node.inputsAt(0), float(scale), int(zero_point), qmin, qmax, plain_code],
                 node.inputsAt(0), plain_dtype)
@@ -66,8 +68,9 @@ def _plain_form(w: torch.Tensor) -> tuple[str, list] | None:
     (kind, arguments after the integer tensor), if it gives ATen's values exactly."""
     if w.dtype not in _QUANTIZED_TO_PLAIN:
         return None
-    plain_dtype, code = _QUANTIZED_TO_PLAIN[w.dtype]
-    qmin, qmax = (0, 255) if plain_dtype == torch.uint8 else (-128, 127)
+    plain_dtype = _QUANTIZED_TO_PLAIN[w.dtype]
+    code = SCALAR_TYPE_CODE[plain_dtype]
+    qmin, qmax = torch.iinfo(plain_dtype).min, torch.iinfo(plain_dtype).max
     values = w.int_repr()
     if w.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric):
         scales = w.q_per_channel_scales().to(torch.float32)

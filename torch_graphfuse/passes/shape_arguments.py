@@ -31,7 +31,7 @@ from .. import log
 
 NAME = log.module_name(__file__)
 
-# Ops whose argument 1 is a shape the mapping bakes in (op_table's reshape).
+# Ops whose argument 1 is a shape the mapping bakes in (the oneDNN reshape lowering).
 SHAPE_CONSUMERS = frozenset({"aten::view", "aten::reshape"})
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch
 
 from .. import log
-from .graph_utils import VIEW_KINDS, all_nodes
+from ..aten_ops import VIEW_KINDS
+from .graph_utils import all_nodes
 
 NAME = log.module_name(__file__)
 

@@ -16,10 +16,13 @@ from typing import Any
 
 import torch
 
+from ...aten_ops import FUSION_DTYPES
+
 # torch dtype -> oneDNN data type name (csrc/backend.cpp's names).
-BACKEND_DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16"}
+_NAMES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.uint8: "u8", torch.int8: "s8"}
+BACKEND_DTYPES = {dtype: _NAMES[dtype] for dtype in FUSION_DTYPES}
 # Quantized data, as plain integer tensors: only Quantize and Dequantize take them.
-QUANTIZED_DTYPES = {torch.uint8: "u8", torch.int8: "s8"}
+QUANTIZED_DTYPES = {dtype: _NAMES[dtype] for dtype in (torch.uint8, torch.int8)}
 
 
 @dataclass
@@ -53,7 +56,7 @@ class BackendOp:
     absorbed: list[torch._C.Node] = field(default_factory=list)
     # Tensors whose sizes the absorbed shape arithmetic reads (passes/shape_arguments).
     shape_sources: list[torch._C.Value] = field(default_factory=list)
-    # Right for the profiled sizes only (see op_table.Entry.static_shapes).
+    # Right for the profiled sizes only (see lowering.Entry.static_shapes).
     static_shapes: bool = False
     # Right only while these graph inputs are finite (see passes/finiteness).
     assumes_finite: frozenset[int] = frozenset()

@@ -1,6 +1,6 @@
 """torch's oneDNN, as the plugin found it (csrc/onednn/api.cpp resolves it when the
 extension loads): its version, the library it lives in, and the instruction set its
-kernels use on this CPU, which decides what can be fused exactly (see partition.py).
+kernels use on this CPU, which decides what can be fused exactly (see rules.py).
 
 The plugin and torch share this one oneDNN: one OpenMP thread pool (torch's), and one
 copy of oneDNN's process-wide settings. The plugin turns on the constant-tensor cache

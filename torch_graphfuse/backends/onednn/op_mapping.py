@@ -18,7 +18,8 @@ from ... import log
 from ...passes import shape_arguments
 from ...passes.finiteness import Facts
 from .graph_desc import BackendGraph
-from .op_table import LOWERINGS, NOT_MAPPED, Lowering, Unsupported, tensor_spec
+from .lowering import Lowering, Unsupported, tensor_spec
+from .op_table import LOWERINGS, NOT_MAPPED
 
 NAME = log.module_name(__file__)
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import _C, log
+from ... import _C, log
+from ...group_schema import ATTR
 
 NAME = log.module_name(__file__)
 
@@ -20,9 +21,9 @@ NAME = log.module_name(__file__)
 def run(groups: list[torch._C.Node]) -> None:
     if not groups:
         return
-    tickets = _C._prepare_partitions([group.s("desc") for group in groups])
+    tickets = _C._prepare_partitions([group.s(ATTR.desc) for group in groups])
     for group, ticket in zip(groups, tickets, strict=True):
         if ticket >= 0:
-            group.i_("prepared", ticket)
+            group.i_(ATTR.prepared, ticket)
     prepared = sum(ticket >= 0 for ticket in tickets)
     log.update(NAME, f"{prepared} of {len(groups)} group partitions found in one oneDNN call")

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import torch
 
-from .. import log
-from .rewrite import FUSION_GROUP
+from ... import log
+from ...group_schema import ATTR, KIND, ONEDNN
 
 NAME = log.module_name(__file__)
 
 
 def _read_only_by_groups(value: torch._C.Value) -> bool:
     uses = value.uses()
-    return bool(uses) and all(use.user.kind() == FUSION_GROUP
-                              and use.user.s("backend") == "onednn" for use in uses)
+    return bool(uses) and all(use.user.kind() == KIND
+                              and use.user.s(ATTR.backend) == ONEDNN for use in uses)
 
 
 def run(groups: list[torch._C.Node]) -> None:
@@ -31,14 +31,14 @@ def run(groups: list[torch._C.Node]) -> None:
     for group in groups:
         indices = [i for i, v in enumerate(group.outputs()) if _read_only_by_groups(v)]
         if indices:
-            group.is_("any_layout", indices)
+            group.is_(ATTR.any_layout, indices)
             marked |= {group.outputsAt(i).unique() for i in indices}
     # Their readers take them in whatever layout oneDNN chose (the kernel
     # checks the other inputs' layouts against the profiling runs).
     for group in groups:
-        ports = group.inputsSize() - (group.i("shape_inputs") if group.hasAttribute("shape_inputs")
-                                      else 0)
+        shape_inputs = group.i(ATTR.shape_inputs) if group.hasAttribute(ATTR.shape_inputs) else 0
+        ports = group.inputsSize() - shape_inputs
         free = [i for i, v in enumerate(list(group.inputs())[:ports]) if v.unique() in marked]
         if free:
-            group.is_("free_layout", free)
+            group.is_(ATTR.free_layout, free)
     log.update(NAME, f"{len(marked)} group outputs passed to other groups in oneDNN's layout")

@@ -1,0 +1,321 @@
+"""oneDNN 3.12's defects that a partition can meet, one predicate each.
+
+Each predicate looks at the backend ops of a partition oneDNN offered and says whether
+they meet a case oneDNN computes wrongly, crashes or allocates without bound on, or runs
+with a reference kernel; its docstring says what was measured. rules.RULES refuses such
+partitions. Where the case depends on sizes, the predicate gives a `SizeVerdict`: at
+other sizes than the profiled ones it could be the case, so the group is pinned to them
+(partition.py).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+
+from . import library
+from .graph_desc import BackendGraph, BackendOp
+
+
+class SizeVerdict(enum.Enum):
+    """A verdict on sizes: what `flattened_matmul_broadcast`, `pool_operand` and
+    `int8_padding_windows` find."""
+    SAFE = "safe"
+    PIN = "pin"  # safe at the profiled sizes only
+    REFUSE = "refuse"
+
+
+_BINARY_OPS = frozenset({"Add", "Subtract", "Multiply", "Divide", "Maximum", "Minimum"})
+
+
+# Ops a post-op chain passes through: one data input, result of the same shape.
+_CHAIN_OPS = frozenset({
+    "ReLU", "Elu", "Abs", "Clamp", "GELU", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Square",
+    "HardSwish", "HardSigmoid", "Mish", "LeakyReLU", "SoftPlus", "Pow", "Reciprocal", "Round",
+    "BatchNormInference", "TypeCast", "Reorder",
+})
+
+
+# Ops oneDNN runs as its eltwise primitive.
+_ELTWISE_OPS = _CHAIN_OPS - {"BatchNormInference", "TypeCast", "Reorder"}
+
+
+def eltwise_head_with_binary(ops: list[BackendOp]) -> bool:
+    """Whether an eltwise op on a partition input meets a binary op: oneDNN 3.12 runs
+    an eltwise primitive with a binary post-op with its reference implementation
+    (`tanh(x) * y`: 110 ms against ATen's 6.5, on 4x64x56x56), whatever the
+    operand. x * sigmoid(x) is the exception: oneDNN takes it as one swish op."""
+    produced = {t for op in ops for t in op.outputs}
+    heads = {op.inputs[0] for op in ops if op.kind in _ELTWISE_OPS and op.inputs[0] not in produced}
+    return bool(heads) and any(
+        op.kind in _BINARY_OPS and any(t in produced for t in op.inputs)
+        and any(t not in produced and t not in heads for t in op.inputs) for op in ops)
+
+
+def layer_norm_sum(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether a LayerNorm's result is added to a tensor of the sum's shape: oneDNN 3.12
+    makes the add a sum post-op, which its layer-norm kernel accepts and never applies
+    (`layer_norm(a) + b` came out as `layer_norm(a)`, 1.7 to 4.3 off). Broadcast
+    operands, other binary ops and other anchors were right."""
+    norms = {t for op in ops if op.kind == "LayerNorm" for t in op.outputs}
+    produced = {t for op in ops for t in op.outputs}
+    return any(op.kind == "Add" and norms & set(op.inputs) and any(
+        t not in produced and backend.tensors[t].sizes == backend.tensors[op.outputs[0]].sizes
+        for t in op.inputs) for op in ops)
+
+
+def attention_reshaped_to_5d(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether an attention partition (a SoftMax between MatMuls) reshapes a tensor to 5 or
+    more dims: oneDNN 3.12 compiles it with its attention kernel, whose grouped-query pass
+    (fuse_reshape_for_gqa) then segfaults (found by the fuzzer: attention -> permute ->
+    unsqueeze(-1) in bf16; a reshape to 3 dims compiles and is right)."""
+    if not any(op.kind == "SoftMax" for op in ops) or not any(op.kind == "MatMul" for op in ops):
+        return False
+    return any(op.kind == "StaticReshape" and len(backend.tensors[op.outputs[0]].sizes or []) >= 5
+               for op in ops)
+
+
+def internal_diamond(ops: list[BackendOp]) -> bool:
+    """Whether a binary op takes two results of one chain computed inside the
+    partition (`bn(conv(x)) + conv(x)`: oneDNN 3.12's compile loops in fuse_post_ops,
+    growing a deque until std::bad_alloc, as v3.2 did), other than x * sigmoid(x). A
+    residual add joins the chains of two different ops and is not one."""
+    producer = {t: op for op in ops for t in op.outputs}
+
+    def root(t: int) -> int:
+        """The tensor t's chain starts from: an anchor op's result (conv,
+        matmul, pool, a join of two chains) or a partition input."""
+        while t in producer:
+            op = producer[t]
+            internal = [i for i in op.inputs if i in producer]
+            if op.kind in _CHAIN_OPS or (op.kind in _BINARY_OPS and len(internal) == 1):
+                t = internal[0] if op.kind in _BINARY_OPS else op.inputs[0]
+            else:
+                break
+        return t
+
+    for op in ops:
+        if op.kind not in _BINARY_OPS or not all(t in producer for t in op.inputs):
+            continue
+        a, b = op.inputs
+        swish = op.kind == "Multiply" and any(
+            producer[g].kind == "Sigmoid" and producer[g].inputs == [x]
+            for x, g in ((a, b), (b, a)))
+        if not swish and root(a) == root(b):
+            return True
+    return False
+
+
+def pool_operand(ops: list[BackendOp], backend: BackendGraph) -> SizeVerdict:
+    """REFUSE where a binary op combines a pool's result (or one computed from it) with a
+    tensor that is not per channel: oneDNN 3.12's pooling post-op reads one with more than
+    one element per channel in the wrong layout on NCHW data (all 12 swept cases garbage,
+    up to 1.7e29), as v3.2 did, and one of (N, C, 1, 1) with N > 1 as garbage in bf16
+    (found by the fuzzer, seed 40: off by 4.6e13). PIN where such an operand is computed at
+    run time with a batch of 1: at another batch size it would be (N, C, 1, 1)."""
+    # A pool's result and everything computed from it: its post-op chain.
+    pooled: set[int] = set()
+    for op in sorted(ops, key=lambda op: op.id):  # mapping order: producers first
+        if op.kind in ("AvgPool", "MaxPool") or pooled & set(op.inputs):
+            pooled |= set(op.outputs)
+    verdict = SizeVerdict.SAFE
+    for op in ops:
+        if op.kind not in _BINARY_OPS or not pooled & set(op.inputs):
+            continue
+        rank = len(backend.tensors[op.outputs[0]].sizes or [])
+        for t in op.inputs:
+            spec = backend.tensors[t]
+            if t in pooled:
+                continue
+            if spec.sizes is None:
+                return SizeVerdict.REFUSE
+            # numpy broadcasting: a lower-rank operand gains leading size-1 dims
+            padded = [1] * (rank - len(spec.sizes)) + spec.sizes
+            if any(d != 1 for i, d in enumerate(padded) if i != 1):
+                return SizeVerdict.REFUSE
+            if not spec.constant and len(spec.sizes) == rank:
+                verdict = SizeVerdict.PIN
+    return verdict
+
+
+def residual_of_another_int_type(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether a binary op adds a dequantized tensor whose integer type is not
+    that of the partition's quantized result: oneDNN makes it a sum post-op, which
+    reads the operand as the result's type (a u8 residual under an s8 result; found
+    by the fuzzer's quantized mode on v3.2, still 42 to 92 steps off on 3.12)."""
+    results = {backend.tensors[t].dtype for op in ops if op.kind == "Quantize" for t in op.outputs}
+    dequantized = {t: backend.tensors[op.inputs[0]].dtype for op in ops if op.kind == "Dequantize"
+                   for t in op.outputs}
+    return bool(results) and any(
+        t in dequantized and dequantized[t] not in results
+        for op in ops if op.kind in _BINARY_OPS for t in op.inputs)
+
+
+def _varies_along_last_dim_only(sizes: list[int]) -> bool:
+    return bool(sizes) and sizes[-1] > 1 and all(d == 1 for d in sizes[:-1])
+
+
+def binary_head_with_width_operand(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether a binary op heads the partition (oneDNN runs it as the binary
+    primitive) with an operand of one element or of the result's shape, and a later
+    binary op of the partition, on a result of rank >= 4, takes an operand that varies
+    along the last dim only, whatever its own rank: on channels-last data oneDNN 3.12's
+    binary kernel indexes that operand wrongly (`x * 0.5 + b`, b of shape (1, 1, 1, W) or
+    (W,): off by up to 15), or crashes (`x + a + b`, a of x's shape). A sweep of every
+    broadcast of both operands over 4-d and 5-d results found nothing else."""
+    produced = {t for op in ops for t in op.outputs}
+
+    def sizes(t: int) -> list[int]:
+        return backend.tensors[t].sizes or []
+
+    def width_only(t: int, op: BackendOp) -> bool:
+        # Of any rank: numpy broadcasting gives a (W,) operand the result's rank.
+        return len(sizes(op.outputs[0])) >= 4 and _varies_along_last_dim_only(sizes(t))
+
+    heads = [op for op in ops if op.kind in _BINARY_OPS
+             and not any(t in produced for t in op.inputs)
+             and any(math.prod(sizes(t)) == 1 or sizes(t) == sizes(op.outputs[0])
+                     for t in op.inputs)]
+    if not heads:
+        return False
+    return any(op.kind in _BINARY_OPS and any(t in produced for t in op.inputs)
+               and any(t not in produced and width_only(t, op) for t in op.inputs)
+               for op in ops)
+
+
+def full_then_two_width_operands(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether a binary op heads the partition and, after it, a binary op with an operand
+    of the result's shape comes before two binary ops with operands that vary along the
+    last dim only: oneDNN 3.12's binary kernel applies those post-ops wrongly on tensors of
+    rank >= 3 (MobileBERT's `(x + pos + tok) * w + b`: relative error 1.0; a sweep of
+    two and three post-ops after `x + c` and `x * 2.0` found this order only)."""
+    produced = {t for op in ops for t in op.outputs}
+
+    def sizes(t: int) -> list[int]:
+        return backend.tensors[t].sizes or []
+
+    binaries = sorted((op for op in ops if op.kind in _BINARY_OPS), key=lambda op: op.id)
+    if not binaries or any(t in produced for t in binaries[0].inputs):
+        return False
+    full_seen, widths = False, 0
+    for op in binaries[1:]:
+        operands = [t for t in op.inputs if t not in produced]
+        result = sizes(op.outputs[0])
+        if len(result) < 3 or not operands:
+            continue
+        s = sizes(operands[0])
+        if s == result:
+            full_seen = True
+        elif full_seen and _varies_along_last_dim_only(s):
+            widths += 1
+    return widths >= 2
+
+
+def int8_products_saturate(ops: list[BackendOp]) -> bool:
+    """Whether a convolution or matmul multiplies two int8 tensors on a CPU without
+    VNNI: oneDNN then multiplies u8 x s8 pairs with vpmaddubsw, which saturates each
+    pair's sum in int16 (its s8 data is shifted to u8 first), and 255 x 127 x 2 is
+    twice what int16 holds. Results up to 17 quantization steps off were measured
+    under emulated AVX2 and AVX-512 without VNNI."""
+    isa = library.isa()
+    if isa is None or isa.vnni:
+        return False
+    dequantized = {t for op in ops if op.kind == "Dequantize" for t in op.outputs}
+    return any(op.kind in ("Convolution", "MatMul") and op.inputs[0] in dequantized
+               and op.inputs[1] in dequantized for op in ops)
+
+
+def int8_depthwise_multiplier(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether an int8 convolution is depthwise with a channel multiplier (one input
+    channel per group, more output channels than groups): oneDNN 3.12 computes some
+    wrongly at small widths (found by the fuzzer's quantized mode: off by 21 at an output
+    width of 1), as its bf16 kernel does (convolution.py refuses that one); fp32 is right."""
+    dequantized = {t for op in ops if op.kind == "Dequantize" for t in op.outputs}
+    for op in ops:
+        if op.kind != "Convolution" or op.inputs[0] not in dequantized:
+            continue
+        out_channels, per_group = (backend.tensors[op.inputs[1]].sizes or [0, 0])[:2]
+        groups = op.attrs.get("groups", 1)
+        if groups > 1 and per_group == 1 and out_channels != groups:
+            return True
+    return False
+
+
+def int8_single_channel_s8(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether an int8 convolution reads one input channel of s8 data: oneDNN 3.12
+    computes some wrongly (found by the fuzzer's quantized mode, seed 7: padding (0, 1),
+    up to 3.4 off where the bound was 7e-5); u8 data and more channels were right."""
+    s8_sources = {t for op in ops if op.kind == "Dequantize"
+                  and backend.tensors[op.inputs[0]].dtype == "s8" for t in op.outputs}
+    return any(op.kind == "Convolution" and op.inputs[0] in s8_sources
+               and op.attrs.get("groups", 1) == 1
+               and (backend.tensors[op.inputs[1]].sizes or [0, 0])[1] == 1 for op in ops)
+
+
+def int8_padding_windows(ops: list[BackendOp], backend: BackendGraph) -> SizeVerdict:
+    """An int8 convolution with a window that lies entirely in the padding (a dilated
+    kernel on a narrow input): oneDNN 3.12 computes such outputs wrongly (2.2 where
+    eager gives 0; found by the fuzzer's quantized mode), fp32 and bf16 right. REFUSE at
+    the profiled sizes, PIN where a dilated, padded kernel could meet such a size."""
+    dequantized = {t for op in ops if op.kind == "Dequantize" for t in op.outputs}
+    verdict = SizeVerdict.SAFE
+    for op in ops:
+        if op.kind != "Convolution" or op.inputs[0] not in dequantized:
+            continue
+        sizes = backend.tensors[op.inputs[0]].sizes or []
+        kernel = (backend.tensors[op.inputs[1]].sizes or [])[2:]
+        a = op.attrs
+        for n, k, s, p, d in zip(sizes[2:], kernel, a["strides"], a["pads_begin"],
+                                 a["dilations"], strict=False):
+            if d == 1 and p < k:
+                continue
+            verdict = SizeVerdict.PIN
+            out = (n + 2 * p - d * (k - 1) - 1) // s + 1
+            if any(all(not 0 <= o * s - p + j * d < n for j in range(k)) for o in range(out)):
+                return SizeVerdict.REFUSE
+    return verdict
+
+
+def residual_of_the_anchor_source(ops: list[BackendOp]) -> bool:
+    """Whether one quantized tensor is dequantized both into a convolution's or matmul's
+    source and into a binary op's operand (`linear(d) + d`, d dequantized): oneDNN 3.12
+    computes that int8 partition up to 205 steps off (an independent residual of the same
+    type is exact)."""
+    source = {t: op.inputs[0] for op in ops if op.kind == "Dequantize" for t in op.outputs}
+    anchored = {source[op.inputs[0]] for op in ops
+                if op.kind in ("Convolution", "MatMul") and op.inputs[0] in source}
+    return any(op.kind in _BINARY_OPS and any(source.get(t) in anchored for t in op.inputs)
+               for op in ops)
+
+
+def flattened_matmul_broadcast(ops: list[BackendOp], backend: BackendGraph) -> SizeVerdict:
+    """After a matmul of a batched input with a 2-d weight (a linear), a binary operand
+    broadcast over a dim but the last, unless per output feature: oneDNN v3.2 flattened
+    the batch dims and indexed it wrongly; 3.12 picks its reference kernel for it (which
+    the kernel would refuse). REFUSE where the profiled sizes are that case, PIN where
+    other sizes could be."""
+    def rank(t: int) -> int:
+        return len(backend.tensors[t].sizes or [])
+
+    if not any(op.kind == "MatMul" and rank(op.inputs[0]) >= 3 and rank(op.inputs[1]) == 2
+               for op in ops):
+        return SizeVerdict.SAFE
+    produced = {t for op in ops for t in op.outputs}
+    verdict = SizeVerdict.SAFE
+    for op in ops:
+        if op.kind not in _BINARY_OPS:
+            continue
+        result = backend.tensors[op.outputs[0]].sizes or []
+        for t in op.inputs:
+            sizes = backend.tensors[t].sizes
+            if t in produced or sizes is None:
+                continue
+            sizes = [1] * (len(result) - len(sizes)) + sizes
+            if all(d == 1 for d in sizes[:-1]):
+                continue  # per output feature, or one value
+            ones = [i for i, d in enumerate(sizes[:-1]) if d == 1]
+            if any(result[i] > 1 for i in ones):
+                return SizeVerdict.REFUSE
+            if ones:
+                verdict = SizeVerdict.PIN
+    return verdict
