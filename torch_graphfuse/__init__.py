@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from . import _C, dynamo_backend, picture
+from . import _C, dynamo_backend
+from .backends import registry
 from .backends.onednn import library as _onednn
 from .pipeline import run_pipeline
-from .report import FusionReport, last_report
+from .report import FusionReport, last_report, picture
 
 __all__ = ["enable", "disable", "is_enabled", "fuser", "kernel_stats", "reset_kernel_stats",
            "release_buffers", "memory_budget", "onednn_info", "last_report", "FusionReport",
@@ -97,21 +98,16 @@ def onednn_info() -> dict[str, object]:
             "bf16": bool(isa and isa.bf16)}
 
 
-def _group_executor(desc: str) -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
-    """What the FusionGroup kernel runs a cuDNN group with (see csrc/fusion_group.h);
-    imported on first use so CPU-only users never load the cuDNN backend."""
-    from .backends.cudnn import runtime
-
-    return runtime.group_executor(desc)
+def _group_executor(backend: str, desc: str) -> Callable[[list[torch.Tensor]], list[torch.Tensor]]:
+    """What csrc/external_kernel runs a group of `backend` with: its backend's executor."""
+    return registry.by_name(backend).executor(desc)
 
 
 def _profiled_kinds() -> list[str]:
     """The ops whose inputs the profiling executor must record types for: every op a
     backend table maps, and the quantize/dequantize of FX reference models."""
-    from .backends.cudnn.op_table import TABLE
-    from .backends.onednn.op_table import LOWERINGS
-
-    return sorted({*LOWERINGS, *TABLE, "aten::quantize_per_tensor", "aten::dequantize"})
+    mapped = {kind for backend in registry.backends() for kind in backend.op_table}
+    return sorted({*mapped, "aten::quantize_per_tensor", "aten::dequantize"})
 
 
 _onednn.warn_if_unavailable()

@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from torch._guards import CompileContext
 
 from . import _C, log
-from .passes.rewrite import FUSION_GROUP
+from .group_schema import KIND as FUSION_GROUP
 
 NAME = log.module_name(__file__)
 BACKEND = "graphfuse"

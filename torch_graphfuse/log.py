@@ -67,3 +67,11 @@ def debug(name: str, message: Message) -> None:
 def module_name(file: str) -> str:
     """The log name of a module: its file name without extension."""
     return Path(file).stem
+
+
+def logged_pass(name: str, graph: torch._C.Graph, run: Callable[[], object]) -> None:
+    """Runs a pass logged under `name`: GRAPH_DEBUG shows the graph before it, GRAPH_DUMP
+    after it."""
+    debug(name, lambda: f"before {name}:\n{graph}")
+    run()
+    dump(name, lambda: f"after {name}:\n{graph}")

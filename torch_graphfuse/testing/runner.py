@@ -10,8 +10,9 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 
 import torch_graphfuse
+from torch_graphfuse.fusion.rewrite import group_kinds
+from torch_graphfuse.group_schema import is_group
 from torch_graphfuse.passes.graph_utils import all_nodes
-from torch_graphfuse.passes.rewrite import FUSION_GROUP, group_kinds
 
 PROFILING_RUNS = 2
 
@@ -58,7 +59,7 @@ def fused(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
 
 
 def fusion_groups(graph: torch._C.Graph) -> list[torch._C.Node]:
-    return [n for n in all_nodes(graph.block()) if n.kind() == FUSION_GROUP]
+    return [n for n in all_nodes(graph.block()) if is_group(n)]
 
 
 def fused_kinds(graph: torch._C.Graph) -> list[str]:

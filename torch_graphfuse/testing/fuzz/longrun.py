@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from torch_graphfuse.backends.cudnn import simulation
+from torch_graphfuse.testing import cudnn_on_cpu
 from torch_graphfuse.testing.fuzz.compare import short_error
 from torch_graphfuse.testing.fuzz.describe import reproducer
 from torch_graphfuse.testing.fuzz.execute import check
@@ -70,8 +70,8 @@ def rerun_flags(mode: str) -> str:
 
 def backend(name: str) -> contextlib.AbstractContextManager[None]:
     """Where fused graphs run: oneDNN, or the cuDNN backend's partitioner and
-    lowering with the reference interpreter as executor (backends/cudnn/simulation)."""
-    return simulation.on_cpu() if name == "cudnn" else contextlib.nullcontext()
+    lowering with the reference interpreter as executor (testing/cudnn_on_cpu)."""
+    return cudnn_on_cpu.on_cpu() if name == "cudnn" else contextlib.nullcontext()
 
 
 def run_task(task: Task) -> Report:

@@ -1,0 +1,49 @@
+"""Finite guard: groups whose mapping assumes finite graph inputs check them.
+
+A group that took oneDNN's fast op for relu, clamp, max pooling, exp, ...
+on the strength of the finiteness analysis lists the graph inputs the proof assumed
+(`finite_inputs`). One node per such input at the top of the graph scans it
+once per call,
+
+    %finite_x : bool = graphfuse::all_finite(%xs)
+
+and each group takes the answers for its inputs as its last inputs, in
+`finite_inputs` order: when one holds NaN or infinity, the group runs
+its subgraph unfused (what eager computes); groups relying on other inputs
+only stay fused. Runs after type_guard, which guards tensor inputs only.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import log
+from ..group_schema import ALL_FINITE, ATTR
+
+NAME = log.module_name(__file__)
+
+
+def run(graph: torch._C.Graph, groups: list[torch._C.Node]) -> None:
+    guarded = [g for g in groups if g.hasAttribute(ATTR.finite_inputs)]
+    if not guarded:
+        return
+    needs = {g: tuple(getattr(g, "is")(ATTR.finite_inputs)) for g in guarded}
+    offsets = sorted({i for need in needs.values() for i in need})
+    inputs = list(graph.inputs())
+    with graph.insert_point_guard(next(iter(graph.nodes()))):
+        scans = {i: _all_finite(graph, inputs[i]) for i in offsets}
+    for group, need in needs.items():
+        for i in need:
+            group.addInput(scans[i])
+    log.update(NAME, lambda: f"{len(guarded)} fusion groups rely on graph inputs "
+                             f"{offsets} being finite")
+
+
+def _all_finite(graph: torch._C.Graph, x: torch._C.Value) -> torch._C.Value:
+    """One scan per input: a group waits only on the inputs its proof assumed."""
+    tensors = graph.insertNode(graph.create("prim::ListConstruct", [x], 1))
+    tensors.output().setType(torch._C.ListType(torch._C.TensorType.get()))
+    check = graph.insertNode(graph.create(ALL_FINITE, [tensors.output()], 1))
+    check.output().setType(torch._C.BoolType.get())
+    check.output().setDebugName(f"finite_{x.debugName().replace('.', '_')}")
+    return check.output()

@@ -1,0 +1,40 @@
+"""The graphfuse::FusionGroup node's schema, as `csrc/group_schema.h` lists it.
+
+The header is the one list of the node's attributes; this module reads it from
+the extension, so Python passes and C++ kernels cannot spell a name differently.
+`ATTR.<field>` is an attribute's name on the node (`group.s_(ATTR.desc, text)`).
+
+Inputs, in order: the backend description's ports; then `shape_inputs` tensors
+that only the group's shape arithmetic reads (sizes guarded, never seen by the
+backend); then one bool per `finite_inputs` entry, which the `ALL_FINITE` op
+computes just before the group. Outputs are new tensors. The `backend` attribute
+names the kernel: `ONEDNN` for the built-in oneDNN kernel, any other runs through
+the executor its backend registered.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from . import _C
+
+KIND, ALL_FINITE, ONEDNN, _ATTRIBUTES = _C._group_schema()
+# field -> the attribute's name on the node, e.g. ATTR.subgraph == "Subgraph".
+ATTR = SimpleNamespace(**{field: name for field, (name, _) in _ATTRIBUTES.items()})
+# attribute name -> what it holds.
+DOCS: dict[str, str] = dict(_ATTRIBUTES.values())
+
+
+def is_group(node: torch._C.Node) -> bool:
+    return node.kind() == KIND
+
+
+def subgraph(group: torch._C.Node) -> torch._C.Graph:
+    """The group's nodes, as the unfused fallback runs them."""
+    return group.g(ATTR.subgraph)
+
+
+def backend(group: torch._C.Node) -> str:
+    return group.s(ATTR.backend)
