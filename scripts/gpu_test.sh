@@ -2,6 +2,7 @@
 # The GPU tier of the cuDNN backend in one command, on a GPU machine as it is:
 #
 #   scripts/gpu_test.sh                  # preflight, build, then test/cudnn with its GPU tests
+#                                        # and test/benchmarks/test_gpu_bench.py
 #   scripts/gpu_test.sh --bench [ARGS]   # the same, then benchmarks/gpu_bench.py ARGS
 #
 # What it expects: Linux x86-64, an NVIDIA GPU with a driver for CUDA 13 (R580 or newer),
@@ -75,7 +76,7 @@ cmake -S . -B build/gpu -G Ninja -DPython3_EXECUTABLE="$python" \
 cmake --build build/gpu | grep -v "^ninja: no work to do" || true
 
 "$python" -m torch_graphfuse.backends.cudnn.preflight
-"$python" -m pytest test/cudnn -q -rs
+"$python" -m pytest test/cudnn test/benchmarks/test_gpu_bench.py -q -rs
 if [ ${#bench[@]} -gt 0 ]; then
   "$python" "${bench[@]}"
 fi

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench.py"
 
 
 def test_quick_benchmark_writes_results(tmp_path: Path) -> None:

@@ -1,0 +1,1 @@
+"""The benchmark drivers' shared machinery: child processes, plots, text and both devices' parts."""

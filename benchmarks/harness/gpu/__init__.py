@@ -1,0 +1,1 @@
+"""The GPU benchmark's parts, for gpu_bench.py: configurations, peers, timing and the report."""
