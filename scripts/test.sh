@@ -17,11 +17,13 @@ if [ $# -gt 0 ]; then
   exit 0
 fi
 
-int8=(test/test_int8_fusion.py test/test_quantize_recipes.py)
+int8=(test/onednn/test_int8_fusion.py test/onednn/test_int8_flows.py
+      test/onednn/test_int8_fuzzer_regressions.py test/onednn/test_quantize_recipes.py)
 echo "test: again on emulated AVX2 (ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2)"
 ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
-  python -m pytest -q "${int8[@]}" test/test_eager_semantics.py \
-    test/test_differential_fuzz.py test/test_reference_kernels.py \
-    test/test_benchmark_smoke.py test/test_onednn_library.py test/test_attention_fusion.py
+  python -m pytest -q "${int8[@]}" test/onednn/test_eager_semantics.py \
+    test/onednn/test_eager_numerics.py test/models/test_differential_fuzz.py \
+    test/onednn/test_reference_kernels.py test/benchmarks/test_benchmark_smoke.py \
+    test/onednn/test_onednn_library.py test/onednn/test_attention_fusion.py
 echo "test: int8 again on emulated AVX-512 without VNNI (ONEDNN_MAX_CPU_ISA=AVX512_CORE)"
 ONEDNN_MAX_CPU_ISA=AVX512_CORE python -m pytest -q "${int8[@]}"

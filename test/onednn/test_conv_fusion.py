@@ -57,7 +57,7 @@ CONV_SWEEP = [
 @pytest.mark.parametrize("conv", CONV_SWEEP, ids=str)
 def test_conv2d_parameter_sweep(dtype: str, conv: dict[str, object]) -> None:
     # groups=4 over 4 input channels into 8 is a depthwise conv with a channel
-    # multiplier, which stays with ATen in bf16 (op_table: a oneDNN bug).
+    # multiplier, which stays with ATen in bf16 (the convolution lowering: a oneDNN bug).
     if dtype == "bf16" and conv.get("groups") == 4:
         check(Conv(**conv), [torch.randn(2, 4, 15, 15)], dtype, groups=0,
               left=["aten::_convolution", "aten::relu"])

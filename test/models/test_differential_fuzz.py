@@ -32,7 +32,7 @@ QUANTIZED_EXAMPLES = int(os.environ.get("GRAPHFUSE_FUZZ_QUANTIZED_EXAMPLES", "60
 # then reduced by the fuzzer's minimizer); its shrink phase also keeps it looking
 # for other kinds of failure after the first.
 SHRINK = os.environ.get("GRAPHFUSE_FUZZ_SHRINK") == "1"
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 class FusedMismatch(AssertionError):

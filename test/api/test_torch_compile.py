@@ -20,7 +20,7 @@ from torch import nn
 from torch_graphfuse import dynamo_backend
 from torch_graphfuse.testing import fuzz, runner
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FUZZ_CASES = 24
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 
 import torch_graphfuse
-from torch_graphfuse.passes.rewrite import group_kinds as group_kinds_of
+from torch_graphfuse.fusion.rewrite import group_kinds as group_kinds_of
 from torch_graphfuse.testing import runner
 from torch_graphfuse.testing.runner import precision
 
@@ -75,3 +75,23 @@ def unfused(graph: torch._C.Graph, dtype: str) -> list[str]:
 def group_kinds(graph: torch._C.Graph) -> list[list[str]]:
     """The aten kinds of each fusion group, sorted, groups sorted."""
     return sorted(group_kinds_of(g) for g in runner.fusion_groups(graph))
+
+
+class Program(torch.nn.Module):
+    """A module whose forward is a function of (self, *inputs), with buffers."""
+
+    def __init__(self, fn, **buffers: torch.Tensor) -> None:  # noqa: ANN001
+        super().__init__()
+        self.fn = fn
+        for name, value in buffers.items():
+            self.register_buffer(name, value)
+
+    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+        return self.fn(self, *xs)
+
+
+def fused_and_eager(model: torch.nn.Module, inputs: list[torch.Tensor], dtype: str = "fp32"):  # noqa: ANN201
+    """Fused output (inputs cloned), eager output (inputs cloned), the graph."""
+    module, _, graph = fuse(model, [x.clone() for x in inputs], dtype)
+    return run(module, [x.clone() for x in inputs], dtype), eager(model, [
+        x.clone() for x in inputs], dtype), graph

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from torch_graphfuse.backends.onednn.op_table import LOWERINGS
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _documented_ops() -> set[str]:

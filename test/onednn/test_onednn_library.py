@@ -135,7 +135,7 @@ def test_llga_and_graphfuse_share_one_process() -> None:
 
 def _gen_api() -> Any:
     spec = importlib.util.spec_from_file_location(
-        "gen_api", Path(__file__).resolve().parents[1] / "csrc" / "onednn" / "gen_api.py")
+        "gen_api", Path(__file__).resolve().parents[2] / "csrc" / "onednn" / "gen_api.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

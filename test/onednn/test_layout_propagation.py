@@ -11,7 +11,7 @@ import torch
 from fusion_check import DTYPES, check, run
 from torch import nn
 
-from torch_graphfuse.passes.rewrite import group_kinds
+from torch_graphfuse.fusion.rewrite import group_kinds
 from torch_graphfuse.testing import onednn_verbose, runner
 
 

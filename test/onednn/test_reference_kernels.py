@@ -17,7 +17,7 @@ from fusion_check import assert_matches, eager, fuse, run
 from torch import nn
 
 import torch_graphfuse
-from torch_graphfuse.backends.onednn import partition
+from torch_graphfuse.backends.onednn import workarounds
 from torch_graphfuse.testing import onednn_verbose
 
 # Each case: a model on an NCHW (or channels-last) input that ATen runs without a
@@ -134,7 +134,7 @@ def test_spec_that_would_run_a_reference_kernel_runs_unfused(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # With the policy's rule off, the group forms; compiling it, the kernel sees
     # oneDNN create its reference eltwise implementation and runs ATen instead.
-    monkeypatch.setattr(partition, "_eltwise_head_with_binary", lambda ops: False)
+    monkeypatch.setattr(workarounds, "eltwise_head_with_binary", lambda ops: False)
     inputs = [torch.randn(2, 8, 14, 14), torch.randn(2, 8, 14, 14)]
     torch_graphfuse.reset_kernel_stats()
     module, _, _ = fuse(TanhTimes(), inputs)

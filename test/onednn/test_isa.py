@@ -17,7 +17,7 @@ import torch_graphfuse
 
 SCRIPT = """
 import json, torch, torch_graphfuse
-from test_int8_fusion import QConv, U8_OUT
+from int8_models import QConv, U8_OUT
 from fusion_check import eager, fuse
 torch.manual_seed(0)
 result = {"isa": torch_graphfuse.onednn_info()["isa"]}
@@ -37,6 +37,7 @@ print(json.dumps(result))
 def run_on(isa: str) -> dict:
     env = dict(os.environ, ONEDNN_MAX_CPU_ISA=isa,
                PYTHONPATH=os.pathsep.join([str(Path(__file__).parent),
+                                           str(Path(__file__).parents[1] / "helpers"),
                                            str(Path(torch_graphfuse.__file__).parents[1])]))
     out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
                          text=True, timeout=300, check=True).stdout
