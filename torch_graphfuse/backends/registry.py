@@ -22,7 +22,10 @@ def backends() -> list[Backend]:
 
 
 def by_name(name: str) -> Backend:
-    return next(b for b in _registered if b.name == name)
+    for backend in _registered:
+        if backend.name == name:
+            return backend
+    raise KeyError(f"no fusion backend named {name!r} is registered")
 
 
 @contextlib.contextmanager
