@@ -1,10 +1,6 @@
-"""Decomposition: ops oneDNN Graph has no op for, rewritten into ops it has.
+"""Decomposition: ops the fusion backends have no op for, rewritten into ops they have.
 
 - addmm(self, a, b, beta, alpha) with alpha or beta != 1 -> beta * self + alpha * mm(a, b)
-- pow(x, 3) of a float32 tensor -> x * x * x: ATen's pow kernel computes exactly that
-  product for the exponent 3, so the result is eager's to the bit; oneDNN offers a lone
-  Pow no partition, and the products join the elementwise chain around them (GPT-2's
-  tanh GELU, written out as ops). bfloat16 keeps pow: ATen rounds its product once.
 
 (gelu with approximate="tanh" is not decomposed: oneDNN v3.2 has no tanh GELU,
 and it fuses none of the x*x*x chain a decomposition makes into a matmul or
@@ -54,6 +50,8 @@ def _float_tensor(value: torch._C.Value) -> bool:
 
 
 def _addmm(graph: torch._C.Graph, node: torch._C.Node) -> bool:
+    if node.inputsSize() != 5:
+        return False  # addmm.out: its write to `out` must stay
     beta, alpha = node.inputsAt(3).toIValue(), node.inputsAt(4).toIValue()
     if (beta, alpha) == (1, 1) or not isinstance(beta, (int, float)) \
             or not isinstance(alpha, (int, float)):
@@ -70,26 +68,8 @@ def _addmm(graph: torch._C.Graph, node: torch._C.Node) -> bool:
     return True
 
 
-def _float32_tensor(value: torch._C.Value) -> bool:
-    t = value.type()
-    return isinstance(t, torch._C.TensorType) and t.dtype() == torch.float32
-
-
-def _cube(graph: torch._C.Graph, node: torch._C.Node) -> bool:
-    power = node.inputsAt(1)
-    exponent = power.toIValue() if power.node().kind() == "prim::Constant" else None
-    x, out = node.inputsAt(0), node.output()
-    if type(exponent) not in (int, float) or exponent != 3 or not _float32_tensor(x) \
-            or not _float32_tensor(out):
-        return False
-    b = _Builder(graph, node)
-    out.replaceAllUsesWith(b.mul(b.mul(x, x, out), x, out))
-    return True
-
-
 DECOMPOSITIONS: dict[str, Callable[[torch._C.Graph, torch._C.Node], bool]] = {
     "aten::addmm": _addmm,
-    "aten::pow": _cube,
 }
 
 

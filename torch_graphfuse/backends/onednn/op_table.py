@@ -237,7 +237,15 @@ def pow_scalar(lo: Lowering) -> None:
     if not isinstance(exponent, (int, float)) or isinstance(exponent, bool):
         raise Unsupported("pow with a tensor exponent")
     x, out = lo.input(0), lo.output()
-    if exponent == 2:
+    if exponent == 3 and lo.graph.tensors[x].dtype == "f32":
+        # ATen's pow kernel computes (x * x) * x for the exponent 3, so two products are
+        # eager's result to the bit; oneDNN 3.12 offers a lone Pow no partition, while the
+        # products join the elementwise chain around them (GPT-2's written-out tanh GELU).
+        # bf16 keeps Pow: ATen rounds its cube once, a bf16 product in between would twice.
+        square = lo.temp(x)
+        lo.emit("Multiply", [x, x], [square])
+        lo.emit("Multiply", [square, x], [out])
+    elif exponent == 2:
         lo.emit("Square", [x], [out])
     elif exponent == 0.5:
         lo.emit("Sqrt", [x], [out])
