@@ -1,5 +1,5 @@
 // The graphfuse::FusionGroup operator: each node gets the kernel of its
-// backend (onednn/kernel.cpp, external_kernel.cpp) over what they share here:
+// backend (onednn/onednn_kernel.cpp, external_kernel.cpp) over what they share here:
 // the guard, the finite flags and the unfused fallback. Also
 // graphfuse::all_finite, the check finite_guard inserts.
 #include "group.h"
@@ -119,7 +119,7 @@ GroupBase::GroupBase(const Node* node, bool exact_strides)
       report_(node->hasAttribute(attr::report) ? node->i(attr::report) : -1),
       exact_strides_(exact_strides) {
   // A group whose mapping assumes graph inputs finite (see
-  // passes/finite_guard.py) takes graphfuse::all_finite's answer for each last.
+  // fusion/finite_guard.py) takes graphfuse::all_finite's answer for each last.
   if (node->hasAttribute(attr::finite_inputs)) finite_flags_ = node->is(attr::finite_inputs).size();
   if (node->hasAttribute(attr::guarded)) {
     guarded_ = node->is(attr::guarded);

@@ -178,12 +178,12 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_group_schema", [] {
     py::dict attributes;
-#define GRAPHFUSE_GROUP_ATTR(symbol, name, doc) attributes[#symbol] = py::make_tuple(name, doc);
+#define GRAPHFUSE_GROUP_ATTR(symbol, name, doc) attributes[#symbol] = name;
     GRAPHFUSE_GROUP_ATTRS(GRAPHFUSE_GROUP_ATTR)
 #undef GRAPHFUSE_GROUP_ATTR
     return py::make_tuple(kGroupKind, kAllFinite, kOneDnnBackend, attributes);
   }, "the FusionGroup node's kind, the finite check's op, the built-in kernel's backend and "
-     "{field: (attribute, what it holds)}");
+     "{field: attribute name}");
   m.def("_kernel_stat_docs", [] {
     py::dict d;
 #define GRAPHFUSE_STAT(name, kind, doc) d[#name] = doc;

@@ -103,15 +103,7 @@ def _group_executor(backend: str, desc: str) -> Callable[[list[torch.Tensor]], l
     return registry.by_name(backend).executor(desc)
 
 
-def _profiled_kinds() -> list[str]:
-    """The ops whose inputs the profiling executor must record types for: every op a
-    backend table maps, and the quantize/dequantize of FX reference models."""
-    mapped = {kind for backend in registry.backends() for kind in backend.op_table}
-    return sorted({*mapped, "aten::quantize_per_tensor", "aten::dequantize"})
-
-
 _onednn.warn_if_unavailable()
-_C._set_profiled_kinds(_profiled_kinds())
 _C._set_pipeline(run_pipeline)
 _C._set_group_executor_factory(_group_executor)
 torch.jit.enable_graphfuse = enable_graphfuse  # type: ignore[attr-defined]

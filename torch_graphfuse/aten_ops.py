@@ -17,8 +17,8 @@ SCALAR_TYPE_CODE: dict[torch.dtype, int] = {
 }
 DTYPE_OF_CODE: dict[int, torch.dtype] = {code: dtype for dtype, code in SCALAR_TYPE_CODE.items()}
 
-# The floating dtypes both fusion backends compute in (cuDNN takes float16 too): the
-# passes that prepare ops for fusion rewrite only these.
+# The floating dtypes the passes prepare ops for fusion in (decompose, prepare_binary): a
+# backend may take others too, and says so in its own mapping.
 FUSION_DTYPES = (torch.float32, torch.bfloat16)
 
 # Ops whose eager result may be a view of their input.

@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from torch._guards import CompileContext
 
 from . import _C, log
-from .group_schema import KIND as FUSION_GROUP
+from .group_schema import KIND
 
 NAME = log.module_name(__file__)
 BACKEND = "graphfuse"
@@ -204,7 +204,7 @@ class FrozenGraph:
         self.modules[key] = frozen
         _recent.append(weakref.ref(frozen))
         _stats["frozen"] += 1
-        groups = len(frozen.graph.findAllNodes(FUSION_GROUP))
+        groups = len(frozen.graph.findAllNodes(KIND))
         if again:
             _stats["refrozen"] += 1
             log.dump(NAME, f"graph {self.name}: a parameter or buffer changed since freezing: "

@@ -21,10 +21,9 @@ import torch
 from . import _C
 
 KIND, ALL_FINITE, ONEDNN, _ATTRIBUTES = _C._group_schema()
-# field -> the attribute's name on the node, e.g. ATTR.subgraph == "Subgraph".
-ATTR = SimpleNamespace(**{field: name for field, (name, _) in _ATTRIBUTES.items()})
-# attribute name -> what it holds.
-DOCS: dict[str, str] = dict(_ATTRIBUTES.values())
+# field -> the attribute's name on the node, e.g. ATTR.subgraph == "Subgraph" (the header
+# says what each holds).
+ATTR = SimpleNamespace(**_ATTRIBUTES)
 
 
 def is_group(node: torch._C.Node) -> bool:

@@ -27,6 +27,17 @@ def failure(error: Exception) -> str:
     return short(f"{type(error).__name__}: {error}".strip().splitlines()[0])
 
 
+def failed_cell(reason: str) -> str:
+    """A table cell for a peer that failed: the reason's start, shortened before its `|` are
+    escaped, so no `\\` is left without its `|`."""
+    return "failed: " + reason[:60].replace("|", "\\|")
+
+
+def ratio(value: float | None, missing: str = "-") -> str:
+    """A speedup cell: "1.23x", or `missing` where either side did not run."""
+    return missing if value is None else f"{value:.2f}x"
+
+
 def utc_now() -> str:
     """The report's date: now in UTC, to the minute."""
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

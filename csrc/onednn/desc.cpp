@@ -1,6 +1,7 @@
 // The text form of a backend description (graph.h), as
 // torch_graphfuse/backends/onednn/graph_desc.py writes it, parsed into
 // GraphDesc, with the names of oneDNN's op kinds, attributes and data types.
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 

@@ -12,7 +12,7 @@ Graph API and the engine/stream API it runs on, plus the few dnnl.h queries the 
 makes.
 
 The op kinds (dnnl_graph.hpp's `op::kind`) are listed as `GRAPHFUSE_DNNL_OP_KIND(<Name>)`:
-csrc/onednn/graph.cpp names only kinds the headers have, so the extension builds against an
+csrc/onednn/desc.cpp names only kinds the headers have, so the extension builds against an
 older torch's oneDNN too, where a group that needs a newer kind runs unfused.
 
 Usage: gen_api.py <include dir> <functions output> <op kinds output>.

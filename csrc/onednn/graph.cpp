@@ -6,7 +6,6 @@
 #include "verbose.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>

@@ -1,7 +1,6 @@
 """A backend is one class of `backends.base.Backend`'s shape plus a registry entry: a test
-double that claims CPU tensors and runs each relu through a Python executor fuses, guards
-and falls back through the shared passes and the real FusionGroup kernel, and names no
-other backend."""
+double that claims CPU tensors and runs each cumsum through a Python executor fuses, guards
+and falls back through the shared passes and the real FusionGroup kernel."""
 
 from __future__ import annotations
 
@@ -13,13 +12,13 @@ from torch_graphfuse.backends import registry
 from torch_graphfuse.backends.base import BlockPartitioner, Executor, GraphFacts, Partition
 
 
-class ReluBackend:
-    """Each aten::relu a group of its own, run by `executor`."""
+class CumsumBackend:
+    """Each aten::cumsum a group of its own, run by `executor`."""
 
-    name = "relu_double"
-    offered_by = "the relu double"
+    name = "cumsum_double"
+    offered_by = "the cumsum double"
     device_type = "cpu"
-    op_table = {"aten::relu": None}
+    op_table = {"aten::cumsum": None}
 
     def __init__(self) -> None:
         self.runs = 0
@@ -31,18 +30,18 @@ class ReluBackend:
     def partitioner(self, facts: GraphFacts) -> BlockPartitioner:
         def partition_block(block: torch._C.Block) -> list[Partition]:
             return [Partition([n], [n.inputsAt(0)], [n.output()], [n.inputsAt(0).unique()],
-                              [n.output().unique()], "relu", False, frozenset(),
-                              backend=self.name, typed_outputs=True)
-                    for n in block.nodes() if n.kind() == "aten::relu"]
+                              [n.output().unique()], "cumsum", False, frozenset(),
+                              backend=self.name, offered_by=self.offered_by)
+                    for n in block.nodes() if n.kind() == "aten::cumsum"]
 
         return partition_block
 
     def executor(self, desc: str) -> Executor:
-        assert desc == "relu"
+        assert desc == "cumsum"
 
         def run(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
             self.runs += 1
-            return [torch.relu(inputs[0])]
+            return [torch.cumsum(inputs[0], 1)]
 
         return run
 
@@ -50,29 +49,29 @@ class ReluBackend:
         self.finished.append(len(groups))
 
 
-class ReluSin(torch.nn.Module):
+class ReluCumsum(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.sin(torch.relu(x) * 2)
+        return torch.cumsum(torch.relu(x) * 2, 1)
 
 
 def test_a_registered_backend_fuses_through_the_shared_passes_and_kernel() -> None:
-    double = ReluBackend()
+    double = CumsumBackend()
     x = torch.randn(4, 8)
     with registry.claiming(double):
-        module, _, graph = fuse(ReluSin(), [x])
+        module, _, graph = fuse(ReluCumsum(), [x])
         assert double.finished == [1]
-        assert torch_graphfuse.last_report().groups == [["aten::relu"]]
+        assert torch_graphfuse.last_report().groups == [["aten::cumsum"]]
         runs = double.runs
-        assert torch.equal(run(module, [x]), eager(ReluSin(), [x]))
+        assert torch.equal(run(module, [x]), eager(ReluCumsum(), [x]))
         assert double.runs == runs + 1
         # Another dtype misses the type guard: the subgraph runs unfused.
         x64 = x.double()
-        assert torch.equal(run(module, [x64]), eager(ReluSin(), [x64]))
+        assert torch.equal(run(module, [x64]), eager(ReluCumsum(), [x64]))
         assert double.runs == runs + 1
 
 
 def test_claiming_a_device_type_takes_it_from_the_backend_that_had_it() -> None:
-    double = ReluBackend()
+    double = CumsumBackend()
     before = [b.name for b in registry.backends()]
     with registry.claiming(double):
         cpu = [b.name for b in registry.backends() if b.device_type == "cpu"]

@@ -24,7 +24,7 @@ from torch_graphfuse.backends.cudnn.partition import (
     find_partitions,
 )
 from torch_graphfuse.fusion.rewrite import group_kinds, rewrite
-from torch_graphfuse.group_schema import KIND as FUSION_GROUP
+from torch_graphfuse.group_schema import KIND
 from torch_graphfuse.passes import finiteness
 from torch_graphfuse.report import FusionReport
 
@@ -93,7 +93,7 @@ def test_every_group_rewrites_into_one_fusion_group(name: str) -> None:
     groups = rewrite(g, g.block(), parts, report)
     assert [tuple(sorted(k)) for k in map(group_kinds, groups)] == \
         [tuple(sorted(kinds)) for kinds in PATTERNS[name].groups]
-    assert [n.kind() for n in g.nodes()].count(FUSION_GROUP) == len(parts)
+    assert [n.kind() for n in g.nodes()].count(KIND) == len(parts)
     g.lint()
 
 

@@ -16,8 +16,6 @@ DTYPES = ["fp32", "bf16"]
 TOLERANCE = {"fp32": dict(rtol=1e-4, atol=1e-5), "bf16": dict(rtol=2e-2, atol=2e-2)}
 
 
-
-
 def fuse(model: torch.nn.Module, inputs: Sequence[torch.Tensor], dtype: str = "fp32",
          enabled: bool = True) -> tuple[torch.jit.ScriptModule, object, torch._C.Graph]:
     with precision(dtype):

@@ -33,10 +33,8 @@ class Partition:
     static_shapes: bool  # a mapping baked in profiled sizes: guard exact sizes
     assumes_finite: frozenset[int]  # graph inputs its mappings assume finite
     backend: str  # the kernel that runs it (the FusionGroup's `backend` attribute)
+    offered_by: str  # who chose the region, as the report says it (its backend's)
     shape_inputs: int = 0
-    # The kernel lays its outputs over their profiled types (an external executor's
-    # kernel): the optimized graph keeps attributes, not the profiled types of values.
-    typed_outputs: bool = False
 
 
 def describe(nodes: list[torch._C.Node]) -> str:

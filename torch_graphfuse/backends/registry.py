@@ -10,11 +10,22 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from .. import _C
 from .base import Backend
 from .cudnn.backend import CudnnBackend
 from .onednn.backend import OneDnnBackend
 
 _registered: list[Backend] = [OneDnnBackend(), CudnnBackend()]
+# Ops no backend maps whose inputs' types the pipeline reads: FX reference models'
+# quantize and dequantize, which passes/reference_quantization rewrites.
+_ALSO_PROFILED = ("aten::quantize_per_tensor", "aten::dequantize")
+
+
+def _profile_mapped_ops() -> None:
+    """The profiling executor records input types only for the ops a fuser names: every
+    op a registered backend's table maps."""
+    mapped = {kind for backend in _registered for kind in backend.op_table}
+    _C._set_profiled_kinds(sorted({*mapped, *_ALSO_PROFILED}))
 
 
 def backends() -> list[Backend]:
@@ -36,7 +47,12 @@ def claiming(backend: Backend) -> Iterator[None]:
     previous = _registered
     _registered = [b for b in previous if b.device_type != backend.device_type]
     _registered.append(backend)
+    _profile_mapped_ops()
     try:
         yield
     finally:
         _registered = previous
+        _profile_mapped_ops()
+
+
+_profile_mapped_ops()

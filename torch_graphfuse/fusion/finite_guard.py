@@ -1,7 +1,8 @@
 """Finite guard: groups whose mapping assumes finite graph inputs check them.
 
-A group that took oneDNN's fast op for relu, clamp, max pooling, exp, ...
-on the strength of the finiteness analysis lists the graph inputs the proof assumed
+A group whose backend's op differs from ATen's on NaN or infinity (oneDNN's
+relu, clamp, max pooling, exp, ...), taken on the strength of the finiteness
+analysis, lists the graph inputs the proof assumed
 (`finite_inputs`). One node per such input at the top of the graph scans it
 once per call,
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 import torch
 
 from .. import log
-from ..backends import registry
 from ..backends.base import Partition, describe
-from ..group_schema import ATTR, KIND
+from ..group_schema import ATTR, KIND, ONEDNN
 from ..passes.graph_utils import written_values
 from ..report import FusionReport
 
@@ -140,8 +139,7 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
         to_move = _nodes_to_move(graph, part, block_nodes)
         if isinstance(to_move, str):
             region = describe(part.nodes)
-            report.add_rejected(region, part.nodes, to_move,
-                                by=registry.by_name(part.backend).offered_by)
+            report.add_rejected(region, part.nodes, to_move, by=part.offered_by)
             log.debug(NAME, f"partition [{region}] left unfused: {to_move}")
             continue
         last = part.nodes[-1]
@@ -154,7 +152,9 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
         group.g_(ATTR.subgraph, _subgraph(part, inputs))
         group.s_(ATTR.desc, part.text)
         group.s_(ATTR.backend, part.backend)
-        if part.typed_outputs:
+        if part.backend != ONEDNN:
+            # The external kernel lays the executor's outputs over these: the optimized
+            # graph keeps attributes, not the profiled types of values.
             group.tys_(ATTR.output_types, [v.type() for v in part.outputs])
         group.i_(ATTR.static_shapes, int(part.static_shapes))
         if part.shape_inputs:

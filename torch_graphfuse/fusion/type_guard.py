@@ -9,7 +9,7 @@ mode) before it runs; when they differ it runs the group's subgraph unfused.
 The check lives in the kernel rather than in a `prim::If` around it: values
 the interpreter hands to a node in the outer block are moved at their last
 use, so the kernel sees which inputs nothing else holds and may write its
-outputs over (oneDNN's in-place ports). Sizes and strides are not guarded:
+outputs over (a backend's in-place ports). Sizes and strides are not guarded:
 the kernel compiles and caches a partition per concrete input spec, so a new
 batch size is a cache miss, not a fallback. A group whose mapping baked in
 profiled sizes (a reshape target, a pool kernel; `static_shapes`) also checks

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from ..aten_ops import SCALAR_TYPE_CODE
+from ..group_schema import KIND
 
 
 def insert_node(graph: torch._C.Graph, before: torch._C.Node, kind: str, args: list[Any],
@@ -57,8 +58,7 @@ _PURE_PRIMS = frozenset({
     "prim::Constant", "prim::ListConstruct", "prim::ListUnpack", "prim::TupleConstruct",
     "prim::TupleUnpack", "prim::TupleIndex", "prim::GetAttr", "prim::NumToTensor",
     "prim::device", "prim::dtype", "prim::If", "prim::Loop", "prim::RaiseException",
-    "prim::Uninitialized", "prim::unchecked_cast", "prim::BailOut", "prim::Print",
-    "graphfuse::FusionGroup",
+    "prim::Uninitialized", "prim::unchecked_cast", "prim::BailOut", "prim::Print", KIND,
 })
 
 

@@ -12,12 +12,12 @@ finite check (group_schema.ALL_FINITE) is a note.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import torch
 
 from .. import group_schema
+from ..passes.graph_utils import all_nodes
 
 
 def op_key(node: torch._C.Node) -> str:
@@ -69,13 +69,6 @@ _SHAPE_KINDS = frozenset({"aten::size", "aten::Int", "aten::floordiv", "aten::__
 # Names of the ops and graph inputs a value comes from, by value id.
 Sources = dict[int, tuple[str, ...]]
 
-
-def _all_nodes(block: torch._C.Block) -> Iterator[torch._C.Node]:
-    """Every node of `block` and of the blocks nested in it, in order."""
-    for node in block.nodes():
-        yield node
-        for inner in node.blocks():
-            yield from _all_nodes(inner)
 
 
 def _plumbing(node: torch._C.Node, kind: str) -> bool:
@@ -152,7 +145,7 @@ def snapshot(graph: torch._C.Graph, groups: list[torch._C.Node], title: str,
             picture.inputs.append(v.debugName())
         sources[v.unique()] = (v.debugName(),)
     # Constants read nothing, so they carry no edge.
-    nodes = [n for n in _all_nodes(graph.block()) if n.kind() != "prim::Constant"]
+    nodes = [n for n in all_nodes(graph.block()) if n.kind() != "prim::Constant"]
     # Regions of two or more drawn ops get a box (index -1 until drawn).
     regions = (unfused.get(op_key(n)) for n in nodes if not _plumbing(n, n.kind()))
     sizes = Counter(u.region for u in regions if u is not None and u.region is not None)

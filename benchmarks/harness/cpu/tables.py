@@ -10,7 +10,7 @@ import torch
 
 import torch_graphfuse
 
-from ..text import table
+from ..text import failed_cell, ratio, table
 from .ceilings import Ceilings
 from .compare import Measurement, Result, Runs
 from .configs import INT8, NATIVE, Config, dtype_name
@@ -18,12 +18,8 @@ from .int8 import GRAPHFUSE_FP32, GRAPHFUSE_INT8, INT8_PEERS
 from .peers import GRAPHFUSE, PEERS
 
 
-def _failed(reason: str) -> str:
-    return "failed: " + reason.replace("|", "\\|")[:60]
-
-
 def cell(result: Result, fmt: Callable[[Measurement], str]) -> str:
-    return _failed(result) if isinstance(result, str) else fmt(result)
+    return failed_cell(result) if isinstance(result, str) else fmt(result)
 
 
 def speedup(results: dict[str, Result], over: str, peer: str = GRAPHFUSE.key) -> float | None:
@@ -36,10 +32,6 @@ def speedup(results: dict[str, Result], over: str, peer: str = GRAPHFUSE.key) ->
 
 def geomean(values: Sequence[float]) -> float:
     return math.exp(sum(map(math.log, values)) / len(values))
-
-
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
 
 
 def isa_cell(config: Config) -> str:
@@ -75,7 +67,7 @@ def latency_table(runs: Runs) -> list[str]:
         speedups = [speedup(run.results, key) for key in ("onednn", "inductor")]
         rows.append([*_row_start(config),
                      *(cell(run.results[p.key], lambda m: f"{m.ms:.2f}") for p in PEERS),
-                     *map(_ratio, speedups),
+                     *map(ratio, speedups),
                      cell(ours, lambda m: f"{m.diff:.2e}"), cell(ours, lambda m: m.note),
                      f"{run.rounds} ({run.stalled})"])
     return table(header, rows)
@@ -99,7 +91,7 @@ def first_call_table(runs: Runs) -> list[str]:
 def _first_cell(ms: float | str | None) -> str:
     if ms is None:
         return "-"
-    return f"{ms:.0f}" if isinstance(ms, float) else _failed(ms)
+    return f"{ms:.0f}" if isinstance(ms, float) else failed_cell(ms)
 
 
 def accuracy_table(runs: Runs) -> list[str]:
@@ -154,7 +146,7 @@ def int8_latency_table(runs: Runs) -> list[str]:
         speedups = [speedup(run.results, GRAPHFUSE_FP32.key, p.key) for p in quantized]
         rows.append([*_int8_row_start(config),
                      *(cell(run.results[p.key], lambda m: f"{m.ms:.2f}") for p in INT8_PEERS),
-                     *map(_ratio, speedups),
+                     *map(ratio, speedups),
                      cell(run.results[GRAPHFUSE_INT8.key], lambda m: m.note),
                      f"{run.rounds} ({run.stalled})"])
     return table(header, rows)
@@ -164,7 +156,7 @@ def _agreement_cell(result: Result) -> str:
     if isinstance(result, str) or result.agreement is None:
         return "-"
     if isinstance(result.agreement, str):
-        return _failed(result.agreement)
+        return failed_cell(result.agreement)
     return f"{100 * result.agreement:.1f}%"
 
 

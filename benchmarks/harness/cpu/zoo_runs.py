@@ -18,7 +18,7 @@ from torch_graphfuse.testing import runner, zoo
 
 from .. import plots
 from ..children import json_child
-from ..text import table, utc_now
+from ..text import ratio, table, utc_now
 from .compare import Measurement, compare
 from .configs import FLOAT_DTYPES
 from .peers import PEERS, autocast
@@ -104,10 +104,6 @@ def run_in_child(name: str, dtype: str, argv: Sequence[str], limit: float,
     return ZooRun(**data)
 
 
-def _ratio(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}x"
-
-
 def _cell(result: Measurement | str | None) -> str:
     if isinstance(result, Measurement):
         return f"{result.ms:.2f}"
@@ -137,7 +133,7 @@ def section(runs: Sequence[ZooRun], failures: Sequence[str], command: str, small
         rows.append([r.name, r.family, r.dtype, error + ("" if r.correct else " WRONG"),
                      f"{r.fused}/{r.total} ({100 * r.fused / max(r.total, 1):.0f}%)",
                      str(r.groups), *[_cell(r.results.get(p.key)) for p in peers],
-                     *[_ratio(r.speedup(p.key)) for p in peers if p.key in OVER],
+                     *[ratio(r.speedup(p.key), "n/a") for p in peers if p.key in OVER],
                      reason.replace("|", "/")[:90]])
     lines += table(header, rows)
     lines += ["", "Geomean speedup of torch_graphfuse:", ""]
@@ -147,8 +143,8 @@ def section(runs: Sequence[ZooRun], failures: Sequence[str], command: str, small
                 continue
             values = [s for r in runs if r.dtype == dtype
                       for s in [r.speedup(p.key)] if s is not None]
-            lines.append(f"- {dtype}, over {p.label}: "
-                         f"{_ratio(geomean(values) if values else None)} ({len(values)} models)")
+            mean = ratio(geomean(values) if values else None, "n/a")
+            lines.append(f"- {dtype}, over {p.label}: {mean} ({len(values)} models)")
     wrong = [f"{r.name} {r.dtype}" for r in runs if not r.correct]
     lines += ["", f"Results off eager: {', '.join(wrong) if wrong else 'none'}.", ""]
     if failures:

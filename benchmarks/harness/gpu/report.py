@@ -12,7 +12,7 @@ import torch
 from torch_graphfuse.backends.cudnn.plans.compiler import AUTOTUNE_ENV, autotune_enabled
 
 from .. import plots
-from ..text import table, utc_now
+from ..text import failed_cell, table, utc_now
 from .configs import Config
 from .peers import GRAPHFUSE, Peer
 from .timing import Measurement, Result
@@ -40,8 +40,8 @@ THROUGHPUT = Metric("Throughput", "samples/s", lambda m: m.throughput, True, "{:
 def cell(result: Result | None, fmt: Callable[[Measurement], str]) -> str:
     if result is None:  # not run yet: the report is rewritten as the children finish
         return "-"
-    if isinstance(result, str):  # shortened before escaping, so no "\" is left without its "|"
-        return "failed: " + result[:60].replace("|", "\\|")
+    if isinstance(result, str):
+        return failed_cell(result)
     return fmt(result)
 
 

@@ -292,7 +292,7 @@ class _Partitioner:
         log.debug(NAME, lambda: graph.to_json(indent=1))
         return Partition(group, inputs, outputs, [v.unique() for v in inputs],
                          [v.unique() for v in outputs], graph.to_json(), True, finite,
-                         backend=BACKEND, typed_outputs=True)
+                         backend=BACKEND, offered_by=OFFERED_BY)
 
     def reject(self, nodes: list[torch._C.Node], why: str) -> None:
         self.report.add_rejected(describe(nodes), nodes, why, by=OFFERED_BY)

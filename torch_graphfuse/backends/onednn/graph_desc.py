@@ -3,7 +3,7 @@
 Op mapping builds a `BackendGraph` of a JIT block: one logical tensor per JIT
 value (id = `Value.unique()`, plus fresh ids for tensors internal to a node's
 mapping) and backend ops that remember the JIT node they came from. The text
-form is parsed by csrc/backend.cpp, both for partitioning and, stored on each
+form is parsed by csrc/onednn/desc.cpp, both for partitioning and, stored on each
 FusionGroup node, to compile its partition at run time.
 """
 
@@ -16,11 +16,10 @@ from typing import Any
 
 import torch
 
-from ...aten_ops import FUSION_DTYPES
-
-# torch dtype -> oneDNN data type name (csrc/backend.cpp's names).
+# torch dtype -> oneDNN data type name (csrc/onednn/desc.cpp's names).
 _NAMES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.uint8: "u8", torch.int8: "s8"}
-BACKEND_DTYPES = {dtype: _NAMES[dtype] for dtype in FUSION_DTYPES}
+# The floating dtypes oneDNN groups compute in.
+BACKEND_DTYPES = {dtype: _NAMES[dtype] for dtype in (torch.float32, torch.bfloat16)}
 # Quantized data, as plain integer tensors: only Quantize and Dequantize take them.
 QUANTIZED_DTYPES = {dtype: _NAMES[dtype] for dtype in (torch.uint8, torch.int8)}
 

@@ -189,7 +189,7 @@ class Lowering:
     def finite(self, i: int) -> bool:
         """Whether input i holds only finite numbers when the graph inputs
         that passes/finiteness assumed do; a True answer makes the group
-        check those inputs per call (passes/finite_guard)."""
+        check those inputs per call (fusion/finite_guard)."""
         assumed = self.facts.get(self.node.inputsAt(i).unique())
         if assumed is None:
             return False
@@ -235,6 +235,8 @@ def lowering(*kinds: str, worth_alone: bool = False, static_shapes: bool = False
     """Files the decorated function as the entry of each of `kinds`."""
     def register(fn: Lower) -> Lower:
         for kind in kinds:
+            # The families' modules load in any order: a kind filed twice would depend on it.
+            assert kind not in LOWERINGS, f"{kind} has two lowerings"
             LOWERINGS[kind] = Entry(fn, worth_alone, static_shapes, list_input, finite_only,
                                     quantized)
         return fn

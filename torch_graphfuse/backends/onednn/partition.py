@@ -83,7 +83,8 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
                                 backend.to_text(ops, in_ids, out_ids),
                                 pinned or any(op.static_shapes for op in ops),
                                 frozenset().union(*(op.assumes_finite for op in ops)),
-                                backend=BACKEND, shape_inputs=len(shape_inputs)))
+                                backend=BACKEND, offered_by=OFFERED_BY,
+                                shape_inputs=len(shape_inputs)))
         log.update(NAME, f"partition [{describe(nodes)}]: {len(in_ids)} inputs, "
                          f"{len(out_ids)} outputs")
     return result
