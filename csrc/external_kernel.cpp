@@ -22,10 +22,10 @@ GroupExecutorFactory& executor_factory() {
 
 // A fusion group of a backend whose compile/execute live outside C++
 // (cuDNN: backends/cudnn/runtime.py). Its executor is made once, from the
-// group's backend and description, and given the inputs per run; its outputs are laid over
-// the node's profiled sizes, strides and dtypes (the description may view a
-// port differently: a linear's batch dims flattened into matmul rows). Any failure
-// runs the unfused subgraph, with one warning.
+// group's backend and description, and given the inputs per run; its outputs
+// are laid over the node's profiled sizes, strides and dtypes (the description
+// may view a port differently: a linear's batch dims flattened into matmul
+// rows). Any failure runs the unfused subgraph, with one warning.
 class ExternalKernel : public GroupBase {
  public:
   explicit ExternalKernel(const Node* node)

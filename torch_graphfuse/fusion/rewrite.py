@@ -16,7 +16,7 @@ import torch
 
 from .. import log
 from ..backends.base import Partition, describe
-from ..group_schema import ATTR, KIND, ONEDNN
+from ..group_schema import ATTR, KIND, ONEDNN, subgraph
 from ..passes.graph_utils import written_values
 from ..report import FusionReport
 
@@ -46,9 +46,14 @@ def _subgraph(part: Partition, inputs: list[torch._C.Value]) -> torch._C.Graph:
     return sub
 
 
+def _ops(group: torch._C.Node) -> list[torch._C.Node]:
+    """The nodes a fusion group holds, its copied constants left out."""
+    return [n for n in subgraph(group).nodes() if n.kind() != "prim::Constant"]
+
+
 def group_kinds(group: torch._C.Node) -> list[str]:
     """The aten kinds a fusion group holds, sorted."""
-    return sorted(n.kind() for n in group.g(ATTR.subgraph).nodes() if n.kind() != "prim::Constant")
+    return sorted(n.kind() for n in _ops(group))
 
 
 def label(groups: list[torch._C.Node], report: int) -> None:
@@ -56,9 +61,7 @@ def label(groups: list[torch._C.Node], report: int) -> None:
     as the report numbers them: "graphfuse::FusionGroup_3 [linear, gelu]"; and
     the report's id, under which the kernel files the specs it runs unfused."""
     for i, group in enumerate(groups, 1):
-        ops = ", ".join(n.kind().split("::")[-1] for n in group.g(ATTR.subgraph).nodes()
-                        if n.kind() != "prim::Constant")
-        group.s_(ATTR.label, f"{KIND}_{i} [{ops}]")
+        group.s_(ATTR.label, f"{KIND}_{i} [{describe(_ops(group))}]")
         group.i_(ATTR.report, report)
 
 

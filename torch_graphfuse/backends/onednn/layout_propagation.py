@@ -15,15 +15,15 @@ from __future__ import annotations
 import torch
 
 from ... import log
-from ...group_schema import ATTR, KIND, ONEDNN
+from ...group_schema import ATTR, ONEDNN, backend, is_group
 
 NAME = log.module_name(__file__)
 
 
 def _read_only_by_groups(value: torch._C.Value) -> bool:
     uses = value.uses()
-    return bool(uses) and all(use.user.kind() == KIND
-                              and use.user.s(ATTR.backend) == ONEDNN for use in uses)
+    return bool(uses) and all(is_group(use.user) and backend(use.user) == ONEDNN
+                              for use in uses)
 
 
 def run(groups: list[torch._C.Node]) -> None:
