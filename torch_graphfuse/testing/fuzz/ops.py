@@ -88,6 +88,12 @@ _kind("flatten", "{0}.flatten({start}, {end})", exact=True)
 _kind("squeeze", "{0}.squeeze({dim})", exact=True)
 _kind("unsqueeze", "{0}.unsqueeze({dim})", exact=True)
 _kind("contiguous", "{0}.contiguous()", exact=True)
+# Views a model takes of a result: one piece of a split (GPT-2's query, key and value), a
+# narrowed or selected slice, a broadcast.
+_kind("split", "{0}.split({size}, {dim})[{index}]", exact=True)
+_kind("narrow", "{0}.narrow({dim}, {start}, {length})", exact=True)
+_kind("select", "{0}.select({dim}, {index})", exact=True)
+_kind("expand", "{0}.expand({sizes})", exact=True)
 _kind("to", "{0}.to({dtype})", exact=True)
 _kind("matmul", "torch.matmul({0}, {1})")
 _kind("mm", "torch.mm({0}, {1})")

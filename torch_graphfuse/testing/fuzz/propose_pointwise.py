@@ -166,7 +166,8 @@ def p_shape(g: Gen) -> int | None:
     if x is None:
         return None
     return _shape_op(g, x, choice(g.c, ["permute", "transpose", "t", "reshape", "flatten",
-                                        "squeeze", "unsqueeze", "contiguous"]))
+                                        "squeeze", "unsqueeze", "contiguous", "split",
+                                        "narrow", "select", "expand"]))
 
 
 def _shape_op(g: Gen, x: int, kind: str) -> int | None:
@@ -194,6 +195,35 @@ def _shape_op(g: Gen, x: int, kind: str) -> int | None:
         return g.emit(Op("unsqueeze", (x,), {"dim": c.integer(-rank - 1, rank)}))
     if kind == "contiguous":
         return g.emit(Op("contiguous", (x,)))
+    return _slice_op(g, x, kind)
+
+
+def _slice_op(g: Gen, x: int, kind: str) -> int | None:
+    """A view of part of x (split, narrow, select) or of x broadcast (expand)."""
+    shape, c = g.shape(x), g.c
+    rank = len(shape)
+    if rank == 0:
+        return None
+    dim = c.integer(-rank, rank - 1)
+    n = shape[dim]
+    if kind == "split" and n > 1:
+        size = c.integer(1, n - 1)
+        index = c.integer(0, (n - 1) // size)
+        return g.emit(Op("split", (x,), {"size": size, "dim": dim, "index": index}))
+    if kind == "narrow" and n > 1:
+        start = c.integer(0, n - 1)
+        return g.emit(Op("narrow", (x,), {"dim": dim, "start": start,
+                                          "length": c.integer(1, n - start)}))
+    if kind == "select":
+        return g.emit(Op("select", (x,), {"dim": dim, "index": c.integer(-n, n - 1)}))
+    if kind == "expand":
+        ones = [i for i, s in enumerate(shape) if s == 1]
+        if not ones:
+            return None
+        sizes = [-1] * rank
+        sizes[choice(c, ones)] = choice(c, [2, 3])
+        lead = [choice(c, [2])] if rank < 4 and chance(c, 0.3) else []
+        return g.emit(Op("expand", (x,), {"sizes": tuple(lead + sizes)}))
     return None
 
 
