@@ -33,9 +33,14 @@ class Rejection(NamedTuple):
     region: str  # its ops: "_convolution, relu"
     why: str  # why it stayed unfused
     by: str  # who offered it: "oneDNN", "the cuDNN partitioner"
+    aten_ops: int  # how many of its ops are aten's (not prim::ListConstruct and the like)
 
 
 _ids = itertools.count()
+
+
+def _is_aten(node: torch._C.Node) -> bool:
+    return node.kind().startswith("aten::")
 
 
 @dataclass
@@ -59,7 +64,7 @@ class FusionReport:
         stays unfused: its partitioner's refusal, or the rewrite's."""
         unfused = Unfused(f"offered by {by}, left unfused: {why}",
                           len(self.rejections))
-        self.rejections.append(Rejection(region, why, by))
+        self.rejections.append(Rejection(region, why, by, sum(map(_is_aten, nodes))))
         self.unfused.update((op_key(n), unfused) for n in nodes)
 
     def add_graph(self, graph: torch._C.Graph, groups: list[torch._C.Node]) -> None:
@@ -87,13 +92,13 @@ class FusionReport:
 
     @property
     def fused_ops(self) -> int:
-        return sum(len(g) for g in self.groups)
+        """The aten ops inside groups (their prim::ListConstruct and the like left out)."""
+        return sum(kind.startswith("aten::") for group in self.groups for kind in group)
 
     @property
     def total_ops(self) -> int:
-        """The ops the fuser looked at: fused, unmapped, or in a region left unfused."""
-        return self.fused_ops + len(self.unmapped) + sum(
-            region.count(",") + 1 for region, _ in self.rejected)
+        """The aten ops the fuser looked at: fused, unmapped, or in a region left unfused."""
+        return self.fused_ops + len(self.unmapped) + sum(r.aten_ops for r in self.rejections)
 
     @property
     def headline(self) -> str:
@@ -105,8 +110,8 @@ class FusionReport:
         """The commonest reasons ops stayed with ATen ("aten::view: argument 1 is not a
         constant", ...), with the number of ops each kept out, most first."""
         ops: Counter[str] = Counter(f"{kind}: {why}" for kind, why in self.unmapped)
-        for region, why in self.rejected:
-            ops[f"[{region}]: {why}"] += region.count(",") + 1
+        for r in self.rejections:
+            ops[f"[{r.region}]: {r.why}"] += r.aten_ops
         return ops.most_common(count)
 
     def __str__(self) -> str:
