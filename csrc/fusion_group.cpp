@@ -152,6 +152,48 @@ bool GroupBase::admitted(Stack& stack, size_t n) {
   return true;
 }
 
+ViewTail::ViewTail(const std::shared_ptr<torch::jit::Graph>& graph)
+    : inputs_(graph->inputs().size()),
+      outputs_(graph->outputs().size()),
+      code_(graph->copy(), "graphfuse::view_tail") {}
+
+std::vector<at::Tensor> ViewTail::apply(std::vector<at::Tensor> results,
+                                        const std::vector<at::Tensor>& shape, Plan& plan) const {
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(outputs_);
+  if (plan.known && !plan.per_call) {
+    for (const auto& view : plan.views) {
+      const auto& base = results[view.base];
+      outputs.push_back(view.whole ? base
+                                   : base.as_strided(view.sizes, view.strides,
+                                                     base.storage_offset() + view.offset));
+    }
+    return outputs;
+  }
+  Stack stack(results.begin(), results.end());
+  stack.insert(stack.end(), shape.begin(), shape.end());
+  torch::jit::InterpreterState(code_).run(stack);
+  ++counters().view_tail_runs;
+  for (auto& value : stack) outputs.push_back(std::move(value).toTensor());
+  if (plan.known) return outputs;
+  plan.known = true;
+  for (const auto& out : outputs) {
+    auto base = std::find_if(results.begin(), results.end(), [&](const at::Tensor& r) {
+      return r.scalar_type() == out.scalar_type() && r.storage().is_alias_of(out.storage());
+    });
+    if (base == results.end()) {
+      plan.per_call = true;
+      plan.views.clear();
+      break;
+    }
+    plan.views.push_back({static_cast<size_t>(base - results.begin()),
+                          out.unsafeGetTensorImpl() == base->unsafeGetTensorImpl(),
+                          out.sizes().vec(), out.strides().vec(),
+                          out.storage_offset() - base->storage_offset()});
+  }
+  return outputs;
+}
+
 void GroupBase::run_fallback(Stack& stack) {
   RECORD_FUNCTION("graphfuse::unfused", c10::ArrayRef<const c10::IValue>{});
   std::call_once(fallback_once_, [&] {

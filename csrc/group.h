@@ -41,6 +41,41 @@ class GroupBase {
   std::unique_ptr<torch::jit::Code> fallback_;
 };
 
+// The views a group outputs instead of its backend's results
+// (fusion/view_tails.py): a graph from (the backend's outputs..., the shape
+// inputs...) to the group's outputs, through view ops only. It runs in the
+// interpreter once per input spec, which makes each result's strides over a
+// backend output known: later calls of that spec make the same views with
+// as_strided. A result that is no view of one (a reshape that had to copy)
+// makes the spec run the graph on each call.
+class ViewTail {
+ public:
+  explicit ViewTail(const std::shared_ptr<torch::jit::Graph>& graph);
+
+  // One input spec's results, over that spec's backend outputs.
+  struct Plan {
+    struct View {
+      size_t base;             // the backend output it views
+      bool whole;              // that output itself
+      std::vector<int64_t> sizes, strides;
+      int64_t offset;          // storage offset past the base's
+    };
+    bool known = false;
+    bool per_call = false;
+    std::vector<View> views;
+  };
+
+  size_t inputs() const { return inputs_; }
+  size_t outputs() const { return outputs_; }
+  // The group's outputs. `shape`: the group's shape inputs.
+  std::vector<at::Tensor> apply(std::vector<at::Tensor> results, const std::vector<at::Tensor>& shape,
+                                Plan& plan) const;
+
+ private:
+  const size_t inputs_, outputs_;
+  torch::jit::Code code_;
+};
+
 inline size_t us_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
                                                                start)

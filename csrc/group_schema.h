@@ -8,7 +8,9 @@
 // tensors that only the group's shape arithmetic reads (their sizes are
 // guarded, the backend never sees them); then one bool per `finite_inputs`
 // entry, kAllFinite's answer for an input the mapping assumes finite.
-// Outputs: the description's outputs, each a new tensor (never a view).
+// Outputs: the description's outputs, each a new tensor; or, with a `tail`, that
+// graph's outputs, from (the description's outputs..., the shape inputs...) through
+// views only, each aliasing what it aliases in eager.
 #pragma once
 
 #include <ATen/core/symbol.h>
@@ -37,7 +39,8 @@ inline constexpr const char* kAllFinite = "graphfuse::all_finite";
   X(output_types, "output_types", "the outputs' profiled types (external executors)")       \
   X(any_layout, "any_layout", "outputs the backend may give in its own layout")             \
   X(free_layout, "free_layout", "inputs the backend may read in any layout")                \
-  X(prepared, "prepared", "the ticket of the partition found with the graph's other groups")
+  X(prepared, "prepared", "the ticket of the partition found with the graph's other groups") \
+  X(tail, "tail", "views of the description's outputs that the group outputs instead")
 
 namespace attr {
 #define GRAPHFUSE_GROUP_ATTR(symbol, name, doc) inline const auto symbol = c10::Symbol::attr(name);

@@ -31,7 +31,10 @@ namespace graphfuse {
   X(nonfinite_fallbacks, count, "unfused runs because an input assumed finite was not")     \
   X(unfused_specs, count,                                                                   \
     "input specs a group runs unfused: oneDNN cannot compile its partition for them (or "   \
-    "for this CPU), or an input is laid out otherwise than in the profiling runs")
+    "for this CPU), or an input is laid out otherwise than in the profiling runs")        \
+  X(view_tail_runs, count,                                                                  \
+    "view tails run in the interpreter: once per input spec, or each call where a view "    \
+    "had to copy")
 
 enum class StatKind { count, level };
 

@@ -1,6 +1,9 @@
 // How torch tensors and oneDNN's logical tensors describe the same memory.
 #include "layout.h"
 
+#include <c10/core/MemoryFormat.h>
+#include <c10/util/strides.h>
+
 #include <algorithm>
 
 namespace graphfuse {
@@ -87,6 +90,31 @@ Dims dense_strides(const Dims& sizes, const Dims& order) {
     stride *= std::max<int64_t>(sizes[*it], 1);
   }
   return strides;
+}
+
+bool channels_last(const at::Tensor& t) {
+  return (t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast)) ||
+         (t.dim() == 5 && t.is_contiguous(at::MemoryFormat::ChannelsLast3d));
+}
+
+bool channels_last_1d(const at::Tensor& t) {
+  return t.dim() == 3 && t.stride(1) == 1 && t.stride(2) == t.size(1) &&
+         t.stride(0) == t.size(1) * t.size(2);
+}
+
+Layout input_layout(const at::Tensor& t) {
+  if (t.is_contiguous()) return Layout::kRowMajor;
+  if (channels_last(t)) return Layout::kChannelsLast;
+  return layout_of(t.sizes(), t.strides());
+}
+
+Dims canonical_strides(const at::Tensor& t) {
+  if (t.is_contiguous()) {
+    auto s = c10::contiguous_strides(t.sizes());
+    return Dims(s.begin(), s.end());
+  }
+  return t.dim() == 4 ? c10::get_channels_last_strides_2d(t.sizes())
+                      : c10::get_channels_last_strides_3d(t.sizes());
 }
 
 }  // namespace graphfuse

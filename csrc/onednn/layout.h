@@ -2,6 +2,7 @@
 // dtypes, and the dim orders that decide the strides of eager's results.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/ArrayRef.h>
 
@@ -30,5 +31,17 @@ Dims order_of(c10::IntArrayRef strides);
 Layout layout_of(c10::IntArrayRef sizes, c10::IntArrayRef strides);
 // The strides of a dense tensor of `sizes` in dim `order`.
 Dims dense_strides(const Dims& sizes, const Dims& order);
+
+// Channels-last as torch's memory formats say it (4-d and 5-d).
+bool channels_last(const at::Tensor& t);
+// (N, C, W) with W's stride C and C's 1: the layout oneDNN writes a 1-d
+// convolution's result in when the next group reads it.
+bool channels_last_1d(const at::Tensor& t);
+// A tensor's layout; torch keeps the first two answers as flags, so the usual
+// path does no work.
+Layout input_layout(const at::Tensor& t);
+// The canonical strides of a row-major or channels-last tensor's layout,
+// whatever torch left in the strides of its size-1 dims.
+Dims canonical_strides(const at::Tensor& t);
 
 }  // namespace graphfuse

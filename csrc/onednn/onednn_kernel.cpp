@@ -3,9 +3,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/record_function.h>
-#include <c10/core/MemoryFormat.h>
 #include <c10/util/hash.h>
-#include <c10/util/strides.h>
 #include <torch/csrc/jit/jit_log.h>
 
 #include <algorithm>
@@ -47,6 +45,7 @@ struct Entry {
   // Per output, the input oneDNN may overwrite with it (-1: none): that
   // input's buffer becomes the output when nothing else holds it.
   std::vector<int> inplace_input;
+  ViewTail::Plan tail;  // the group's outputs over `outputs`, with a view tail
   bool executed = false;  // the first execution also prepares the constant weights
 };
 
@@ -58,12 +57,18 @@ class Kernel : public GroupBase {
       : GroupBase(node, false), desc_(GraphDesc::parse(node->s(attr::desc))) {
     if (node->hasAttribute(attr::shape_inputs)) shape_inputs_ = node->i(attr::shape_inputs);
     TORCH_CHECK(desc_.inputs.size() + shape_inputs_ + finite_flags_ == node->inputs().size() &&
-                    desc_.outputs.size() == node->outputs().size(),
+                    (node->hasAttribute(attr::tail) || desc_.outputs.size() == node->outputs().size()),
                 "graphfuse::FusionGroup: description ports do not match the node");
     any_layout_.assign(desc_.outputs.size(), false);
     if (node->hasAttribute(attr::any_layout))
       for (auto i : node->is(attr::any_layout)) any_layout_.at(i) = true;
     if (node->hasAttribute(attr::prepared)) prepared_ = take_prepared(node->i(attr::prepared));
+    if (node->hasAttribute(attr::tail)) {
+      tail_ = std::make_unique<ViewTail>(node->g(attr::tail));
+      TORCH_CHECK(tail_->inputs() == desc_.outputs.size() + shape_inputs_ &&
+                      tail_->outputs() == node->outputs().size(),
+                  "graphfuse::FusionGroup: the view tail's ports do not match the node");
+    }
     for (auto id : desc_.inputs) {
       bool matmul = false, conv_src = false, others = false;
       for (const auto& op : desc_.ops)
@@ -113,14 +118,18 @@ class Kernel : public GroupBase {
         strides.push_back(canonical_strides(inputs.back()));
       }
     }
-    auto entry = lookup(inputs, strides, layouts, given);
+    // A view tail's strides follow from the sizes of the shape inputs it reads.
+    std::vector<at::Tensor> shape;
+    if (tail_)
+      for (size_t i = n; i < given_inputs; ++i) shape.push_back(args[i].toTensor());
+    auto entry = lookup(inputs, strides, layouts, given, shape);
     if (!entry->compiled) {
       ++counters().fallbacks;
       return run_fallback(stack);
     }
     // Dropped first, so an input no one else holds can be written in place.
     torch::jit::drop(stack, given_inputs);
-    execute(*entry, inputs, stack);
+    execute(*entry, inputs, shape, stack);
   }
 
  private:
@@ -130,47 +139,18 @@ class Kernel : public GroupBase {
   // 3.12 as on v3.2, in torch's LLGA fuser, which passes them on), so any
   // other layout is copied to row-major first, unless only matmuls read the
   // input (attention's permuted heads: copying them cost 130 us of a 10 ms
-  // BERT layer) or only convolutions read it as (N, W, C) data (see
-  // channels_last_1d). A 0-dim tensor (a scalar operand) is bound as shape [1].
+  // BERT layer) or only convolutions read it as (N, W, C) data
+  // (channels_last_1d: wav2vec2's feature encoder, where copying took 2.1 ms
+  // of 85 per call). A 0-dim tensor (a scalar operand) is bound as shape [1].
   static at::Tensor bindable(const at::Tensor& t) {
     if (t.dim() == 0) return t.reshape({1});
     if (t.is_contiguous() || channels_last(t)) return t;
     return t.contiguous();
   }
 
-  // torch keeps the first two answers as flags: no work on the usual path.
-  static Layout input_layout(const at::Tensor& t) {
-    if (t.is_contiguous()) return Layout::kRowMajor;
-    if (channels_last(t)) return Layout::kChannelsLast;
-    return layout_of(t.sizes(), t.strides());
-  }
-
-  // (N, C, W) with W's stride C and C's 1: the layout oneDNN writes a 1-d convolution's
-  // result in when the next group reads it (wav2vec2's feature encoder). A convolution
-  // reads it as it is; copying it to row-major took 2.1 ms of wav2vec2's 85 per call.
-  static bool channels_last_1d(const at::Tensor& t) {
-    return t.dim() == 3 && t.stride(1) == 1 && t.stride(2) == t.size(1) &&
-           t.stride(0) == t.size(1) * t.size(2);
-  }
-
-  static bool channels_last(const at::Tensor& t) {
-    return (t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast)) ||
-           (t.dim() == 5 && t.is_contiguous(at::MemoryFormat::ChannelsLast3d));
-  }
-
-  // The strides oneDNN is given: the canonical ones of the tensor's layout,
-  // whatever torch left in the strides of its size-1 dims.
-  static Dims canonical_strides(const at::Tensor& t) {
-    if (t.is_contiguous()) {
-      auto s = c10::contiguous_strides(t.sizes());
-      return Dims(s.begin(), s.end());
-    }
-    return t.dim() == 4 ? c10::get_channels_last_strides_2d(t.sizes())
-                        : c10::get_channels_last_strides_3d(t.sizes());
-  }
-
   static SpecKey spec_of(const std::vector<at::Tensor>& inputs, const std::vector<Dims>& strides,
-                         const std::vector<Layout>& layouts, const std::vector<Dims>& given) {
+                         const std::vector<Layout>& layouts, const std::vector<Dims>& given,
+                         const std::vector<at::Tensor>& shape) {
     SpecKey key;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto& t = inputs[i];
@@ -182,14 +162,19 @@ class Kernel : public GroupBase {
       key.insert(key.end(), t.sizes().begin(), t.sizes().end());
       key.insert(key.end(), strides[i].begin(), strides[i].end());
     }
+    for (const auto& t : shape) {
+      key.push_back(t.dim());
+      key.insert(key.end(), t.sizes().begin(), t.sizes().end());
+    }
     return key;
   }
 
   std::shared_ptr<Entry> lookup(const std::vector<at::Tensor>& inputs,
                                 const std::vector<Dims>& strides,
                                 const std::vector<Layout>& layouts,
-                                const std::vector<Dims>& given) {
-    auto key = spec_of(inputs, strides, layouts, given);
+                                const std::vector<Dims>& given,
+                                const std::vector<at::Tensor>& shape) {
+    auto key = spec_of(inputs, strides, layouts, given, shape);
     std::lock_guard<std::mutex> lock(mu_);
     if (last_ && last_key_ == key) {
       ++counters().cache_hits;
@@ -422,7 +407,8 @@ class Kernel : public GroupBase {
                                              to_scalar_type(lt.get_data_type()));
   }
 
-  void execute(Entry& entry, std::vector<at::Tensor>& inputs, Stack& stack) {
+  void execute(Entry& entry, std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& shape,
+               Stack& stack) {
     const auto& c = *entry.compiled;
     std::vector<at::Tensor> outputs;
     outputs.reserve(c.outputs.size());
@@ -460,6 +446,7 @@ class Kernel : public GroupBase {
         counters().first_run_us += us;
         GRAPH_DEBUG(name_, ": first execution (constant weights prepared) in ", us, " us");
       }
+      if (tail_) outputs = tail_->apply(std::move(outputs), shape, entry.tail);
     }
     ++counters().fused_runs;
     for (auto& t : outputs) stack.emplace_back(std::move(t));
@@ -473,6 +460,7 @@ class Kernel : public GroupBase {
   size_t shape_inputs_ = 0;       // last inputs (before the finite flags): read for sizes only
   std::optional<Prepared> prepared_;  // this group's partition, found in the pipeline
   std::optional<Prepared> generic_;   // its partition for any sizes (generic_partition)
+  std::unique_ptr<ViewTail> tail_;     // the views it outputs, where it has a tail
   bool generic_tried_ = false;
   std::mutex mu_;
   std::list<SpecKey> lru_;

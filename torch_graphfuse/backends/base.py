@@ -11,7 +11,7 @@ groups.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
@@ -35,6 +35,10 @@ class Partition:
     backend: str  # the kernel that runs it (the FusionGroup's `backend` attribute)
     offered_by: str  # who chose the region, as the report says it (its backend's)
     shape_inputs: int = 0
+    # Views the group takes of the description's results (fusion/view_tails): the tail's
+    # nodes, and the results it reads (`outputs` are then the tail's).
+    tail: list[torch._C.Node] = field(default_factory=list)
+    desc_outputs: list[torch._C.Value] = field(default_factory=list)
 
 
 def describe(nodes: list[torch._C.Node]) -> str:

@@ -46,6 +46,28 @@ def _subgraph(part: Partition, inputs: list[torch._C.Value]) -> torch._C.Graph:
     return sub
 
 
+def _tail(part: Partition, inputs: list[torch._C.Value]) -> torch._C.Graph:
+    """The views the kernel takes of the description's results: a graph from (those
+    results..., the shape inputs...) to the group's outputs, the tail's nodes only."""
+    sub = torch._C.Graph()
+    env: dict[int, torch._C.Value] = {}
+    shape_inputs = inputs[len(inputs) - part.shape_inputs:]
+    for v in [*part.desc_outputs, *shape_inputs]:
+        new = sub.addInput()
+        new.setType(v.type())
+        env.setdefault(v.unique(), new)
+    for node in part.tail:
+        for v in node.inputs():
+            if v.unique() not in env:  # a constant argument (view_tails takes only those)
+                env[v.unique()] = sub.insertNode(sub.createClone(v.node(), lambda x: x)).output()
+        clone = sub.insertNode(sub.createClone(node, lambda x: env[x.unique()]))
+        for old, new in zip(node.outputs(), clone.outputs(), strict=True):
+            env[old.unique()] = new
+    for v in part.outputs:
+        sub.registerOutput(env[v.unique()])
+    return sub
+
+
 def _ops(group: torch._C.Node) -> list[torch._C.Node]:
     """The nodes a fusion group holds, its copied constants left out."""
     return [n for n in subgraph(group).nodes() if n.kind() != "prim::Constant"]
@@ -80,7 +102,7 @@ def _reads(node: torch._C.Node) -> set[int]:
     return {v.unique() for v in _read_values(node)}
 
 
-def _nodes_to_move(graph: torch._C.Graph, part: Partition,
+def nodes_to_move(graph: torch._C.Graph, part: Partition,
                    block_nodes: list[torch._C.Node]) -> list[torch._C.Node] | str:
     """Nodes between the partition's first and last that read its results
     (they move after the group), or why the group cannot take its last node's place."""
@@ -139,7 +161,7 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
     for part in partitions:
         inputs = [replaced.get(i, v) for i, v in zip(part.input_ids, part.inputs, strict=True)]
         block_nodes = list(block.nodes())
-        to_move = _nodes_to_move(graph, part, block_nodes)
+        to_move = nodes_to_move(graph, part, block_nodes)
         if isinstance(to_move, str):
             region = describe(part.nodes)
             report.add_rejected(region, part.nodes, to_move, by=part.offered_by)
@@ -154,6 +176,8 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
         group.insertAfter(last)
         group.g_(ATTR.subgraph, _subgraph(part, inputs))
         group.s_(ATTR.desc, part.text)
+        if part.tail:
+            group.g_(ATTR.tail, _tail(part, inputs))
         group.s_(ATTR.backend, part.backend)
         if part.backend != ONEDNN:
             # The external kernel lays the executor's outputs over these: the optimized

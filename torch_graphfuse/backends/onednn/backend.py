@@ -33,10 +33,7 @@ class OneDnnBackend:
         def partition_block(block: torch._C.Block) -> list[Partition]:
             mapped = op_mapping.map_block(facts.graph, block, free_id, facts.finite,
                                           facts.integers)
-            for node, why in mapped.unmapped.items():
-                if node.kind().startswith("aten::"):
-                    facts.report.add_unmapped(node, why)
-            return partition.find_partitions(mapped, facts.report)
+            return partition.find_partitions(facts.graph, mapped, facts.report)
 
         return partition_block
 

@@ -29,6 +29,8 @@ def _read_only_by_groups(value: torch._C.Value) -> bool:
 def run(groups: list[torch._C.Node]) -> None:
     marked: set[int] = set()
     for group in groups:
+        if group.hasAttribute(ATTR.tail):  # its outputs are views the kernel takes
+            continue
         indices = [i for i, v in enumerate(group.outputs()) if _read_only_by_groups(v)]
         if indices:
             group.is_(ATTR.any_layout, indices)

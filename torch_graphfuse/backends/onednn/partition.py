@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+import torch
+
 from ... import _C, log
+from ...fusion import view_tails
 from ...report import FusionReport
 from ..base import Partition, describe
 from . import BACKEND, OFFERED_BY
@@ -51,11 +54,15 @@ def _partition_in_pieces(backend: BackendGraph, ops: list[BackendOp]
         return first + second, first_refused + second_refused
 
 
-def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition]:
+def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionReport
+                    ) -> list[Partition]:
+    """The block's partitions, each with the views of its results (fusion/view_tails);
+    the report gets the block's ops left with ATen."""
     backend = mapped.backend
     op_count = Counter(op.node for op in backend.ops if op.node is not None)
     order = {node: i for i, node in enumerate(mapped.nodes)}
     result = []
+    left: list[tuple[list[torch._C.Node], str]] = []  # refused: their nodes, why
     partitions, refused = _partition_in_pieces(backend, backend.ops)
     for op_id, why in refused:
         op = backend.ops[op_id]
@@ -70,7 +77,7 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
         candidate = Candidate(supported, ops, nodes, in_ids, out_ids, mapped, op_count)
         why = refusal(candidate)
         if why is not None:
-            report.add_rejected(describe(nodes), nodes, why, by=OFFERED_BY)
+            left.append((nodes, why))
             log.debug(NAME, f"partition [{describe(nodes)}] left unfused: {why}")
             continue
         pinned = SizeVerdict.PIN in (flattened_matmul_broadcast(ops, backend),
@@ -87,4 +94,11 @@ def find_partitions(mapped: MappedBlock, report: FusionReport) -> list[Partition
                                 shape_inputs=len(shape_inputs)))
         log.update(NAME, f"partition [{describe(nodes)}]: {len(in_ids)} inputs, "
                          f"{len(out_ids)} outputs")
+    result, absorbed = view_tails.extend(graph, mapped.block, result)
+    for node, why in mapped.unmapped.items():
+        if node.kind().startswith("aten::") and node not in absorbed:
+            report.add_unmapped(node, why)
+    for nodes, why in left:
+        if rest := [n for n in nodes if n not in absorbed]:
+            report.add_rejected(describe(rest), rest, why, by=OFFERED_BY)
     return result

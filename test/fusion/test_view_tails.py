@@ -1,0 +1,130 @@
+"""Views a model takes of a group's results join the group as its tail: the kernel gives
+eager's views (sizes, strides, shared storage) with no ATen op, at the profiled sizes and at
+others, and leaves them with ATen where an op writes through them."""
+
+from __future__ import annotations
+
+import torch
+from fusion_check import assert_matches, eager, fuse, run
+from torch import nn
+
+import torch_graphfuse
+from torch_graphfuse.group_schema import ATTR
+from torch_graphfuse.testing import runner
+
+
+class Conv1DAttention(nn.Module):
+    """GPT-2's attention input: a product over the flattened tokens, viewed back, split into
+    query, key and value, and each split into heads, with sizes read at run time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(32, 96) / 6)
+        self.bias = nn.Parameter(torch.randn(96))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        batch, seq = x.size(0), x.size(1)
+        flat = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        q, k, v = flat.view(batch, seq, 96).split(32, dim=2)
+        return tuple(t.view(batch, seq, 4, -1).transpose(1, 2) for t in (q, k, v))
+
+
+def _tail_groups(graph: torch._C.Graph) -> list[torch._C.Node]:
+    return [g for g in runner.fusion_groups(graph) if g.hasAttribute(ATTR.tail)]
+
+
+def _assert_eagers_views(out: tuple[torch.Tensor, ...], ref: tuple[torch.Tensor, ...]) -> None:
+    assert_matches(out, ref, "fp32")
+    assert [t.stride() for t in out] == [t.stride() for t in ref]
+    assert [t.storage_offset() for t in out] == [t.storage_offset() for t in ref]
+    # One storage under the three, as split gives them in eager.
+    assert len({t.untyped_storage().data_ptr() for t in out}) == 1
+
+
+def test_split_heads_of_a_product_join_its_group() -> None:
+    model, x = Conv1DAttention().eval(), torch.randn(2, 8, 32)
+    _, out, graph = fuse(model, [x])
+    _assert_eagers_views(out, eager(model, [x]))
+    (group,) = _tail_groups(graph)
+    kinds = [n.kind() for n in group.g(ATTR.subgraph).nodes()]
+    assert {"aten::split", "aten::transpose", "aten::view"} <= set(kinds), graph
+    assert not {"aten::split", "aten::transpose"} & set(runner.unfused_kinds(graph)), graph
+
+
+def test_view_tail_at_other_sizes_runs_fused_with_eagers_views() -> None:
+    model = Conv1DAttention().eval()
+    module, _, _ = fuse(model, [torch.randn(2, 8, 32)])
+    torch_graphfuse.reset_kernel_stats()
+    for x in (torch.randn(3, 5, 32), torch.randn(1, 11, 32), torch.randn(2, 8, 32)):
+        _assert_eagers_views(run(module, [x]), eager(model, [x]))
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
+
+
+def test_view_tail_runs_in_the_interpreter_once_per_spec() -> None:
+    """Later calls of a spec make the views from the strides the first one found."""
+    model, x = Conv1DAttention().eval(), torch.randn(2, 8, 32)
+    module, _, _ = fuse(model, [x])
+    torch_graphfuse.reset_kernel_stats()
+    for _ in range(3):
+        _assert_eagers_views(run(module, [x]), eager(model, [x]))
+    other = torch.randn(3, 5, 32)
+    for _ in range(2):
+        _assert_eagers_views(run(module, [other]), eager(model, [other]))
+    stats = torch_graphfuse.kernel_stats()
+    assert stats["view_tail_runs"] == 1 and stats["fused_runs"] == 5, stats
+
+
+def test_view_tail_report_lists_its_views_as_fused() -> None:
+    model, x = Conv1DAttention().eval(), torch.randn(2, 8, 32)
+    fuse(model, [x])
+    report = torch_graphfuse.last_report()
+    assert not [region for region, _ in report.rejected if "split" in region], str(report)
+    assert "aten::split" not in [kind for kind, _ in report.unmapped], str(report)
+
+
+class NormThenFlatTokens(nn.Module):
+    """A layer norm's result transposed, then flattened: the reshape cannot view it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.norm(x * 2)
+        return y.transpose(0, 1).reshape(y.size(1), -1)
+
+
+def test_view_tail_that_copies_gives_eagers_copy() -> None:
+    """The copy is no view of the group's result: each call runs the tail."""
+    model = NormThenFlatTokens().eval()
+    module, out, graph = fuse(model, [torch.randn(2, 8, 16)])
+    assert _tail_groups(graph), graph
+    torch_graphfuse.reset_kernel_stats()
+    for x in (torch.randn(2, 8, 16), torch.randn(2, 8, 16), torch.randn(3, 4, 16)):
+        out, ref = run(module, [x]), eager(model, [x])
+        assert_matches(out, ref, "fp32")
+        assert out.stride() == ref.stride()
+    assert torch_graphfuse.kernel_stats()["view_tail_runs"] == 3
+
+
+class WrittenThroughAView(nn.Module):
+    """An op writes through a view of the product: eager's result shows it in both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 32)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.fc(x).relu()
+        heads = y.view(x.size(0), x.size(1), 4, -1)
+        heads.select(2, 0).mul_(3)
+        return y, heads
+
+
+def test_view_written_in_place_stays_with_aten() -> None:
+    model, x = WrittenThroughAView().eval(), torch.randn(2, 8, 16)
+    _, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    assert out[1].untyped_storage().data_ptr() == out[0].untyped_storage().data_ptr()
+    for group in _tail_groups(graph):
+        assert "aten::view" not in [n.kind() for n in group.g(ATTR.tail).nodes()], graph
