@@ -5,8 +5,9 @@
 // (torch_graphfuse/group_schema.py, through _C._group_schema) come from it.
 //
 // Inputs, in order: the backend description's ports; then `shape_inputs`
-// tensors that only the group's shape arithmetic reads (their sizes are
-// guarded, the backend never sees them); then one bool per `finite_inputs`
+// tensors that only the group's shape arithmetic reads (the backend never sees
+// them; their sizes are guarded where a mapping baked them in, and part of the
+// kernel's spec otherwise); then one bool per `finite_inputs`
 // entry, kAllFinite's answer for an input the mapping assumes finite.
 // Outputs: the description's outputs, each a new tensor; or, with a `tail`, that
 // graph's outputs, from (the description's outputs..., the shape inputs...) through

@@ -5,11 +5,13 @@ the extension, so Python passes and C++ kernels cannot spell a name differently.
 `ATTR.<field>` is an attribute's name on the node (`group.s_(ATTR.desc, text)`).
 
 Inputs, in order: the backend description's ports; then `shape_inputs` tensors
-that only the group's shape arithmetic reads (sizes guarded, never seen by the
-backend); then one bool per `finite_inputs` entry, which the `ALL_FINITE` op
-computes just before the group. Outputs are new tensors. The `backend` attribute
-names the kernel: `ONEDNN` for the built-in oneDNN kernel, any other runs through
-the executor its backend registered.
+that only the group's shape arithmetic reads (never seen by the backend; their
+sizes are guarded where a mapping baked them in, and part of the kernel's spec
+otherwise); then one bool per `finite_inputs` entry, which the `ALL_FINITE` op
+computes just before the group. Outputs are new tensors, or with a `tail`, that
+graph's views of them (fusion/view_tails). The `backend` attribute names the
+kernel: `ONEDNN` for the built-in oneDNN kernel, any other runs through the
+executor its backend registered.
 """
 
 from __future__ import annotations

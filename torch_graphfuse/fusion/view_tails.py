@@ -34,8 +34,10 @@ from . import rewrite
 
 NAME = log.module_name(__file__)
 
-# Ops whose eager result is a view of input 0 (reshape, flatten and contiguous may copy
-# instead: the kernel then runs the tail on each call), with no other tensor argument.
+# Ops whose eager result is a view of input 0, with no other tensor argument. Reshape,
+# flatten and contiguous copy where the input's strides cannot give the result: they join
+# only where they view at the profiled strides (at others, the kernel runs the tail on
+# each call, and its result is eager's copy).
 VIEWS = frozenset({
     "aten::view", "aten::reshape", "aten::flatten", "aten::unflatten", "aten::squeeze",
     "aten::unsqueeze", "aten::permute", "aten::transpose", "aten::t", "aten::expand",
@@ -43,6 +45,26 @@ VIEWS = frozenset({
 })
 # Ops whose result is a list of views of input 0, taken apart by one prim::ListUnpack.
 SPLITS = frozenset({"aten::split", "aten::split_with_sizes", "aten::chunk", "aten::unbind"})
+_MAY_COPY = frozenset({"aten::reshape", "aten::flatten", "aten::contiguous"})
+_CONTIGUOUS_FORMAT = 0  # torch.contiguous_format, as TorchScript passes a memory format
+
+
+def _copies_as_profiled(node: torch._C.Node) -> bool:
+    """Whether an op of _MAY_COPY copies at the profiled sizes and strides (or cannot
+    be told not to)."""
+    try:
+        sizes, strides = node.inputsAt(0).type().sizes(), node.inputsAt(0).type().strides()
+        result = node.output().type().sizes()
+    except RuntimeError:  # a rank the profiling did not fix
+        return True
+    if None in (*sizes, *strides, *result):
+        return True
+    source = torch.empty_strided(sizes, strides, device="meta")
+    if node.kind() == "aten::contiguous":
+        form = node.inputsAt(1)
+        return (form.node().kind() != "prim::Constant" or form.toIValue() != _CONTIGUOUS_FORMAT
+                or not source.is_contiguous())
+    return not source.reshape(result)._is_view()
 
 
 def _arguments(node: torch._C.Node) -> list[torch._C.Node] | None:
@@ -116,7 +138,8 @@ def _grow(part: Partition, within: _Block) -> tuple[list[torch._C.Node], list[to
                 if len(unpack) != 1 or unpack[0].kind() != "prim::ListUnpack":
                     continue
                 members.append(unpack[0])
-            elif node.kind() not in VIEWS or node.outputsSize() != 1:
+            elif (node.kind() not in VIEWS or node.outputsSize() != 1
+                  or (node.kind() in _MAY_COPY and _copies_as_profiled(node))):
                 continue
             arithmetic = _arguments(node)
             if arithmetic is None or any(n in within.taken for n in arithmetic):
