@@ -152,46 +152,64 @@ bool GroupBase::admitted(Stack& stack, size_t n) {
   return true;
 }
 
-ViewTail::ViewTail(const std::shared_ptr<torch::jit::Graph>& graph)
-    : inputs_(graph->inputs().size()),
-      outputs_(graph->outputs().size()),
-      code_(graph->copy(), "graphfuse::view_tail") {}
+ViewGraph::ViewGraph(const std::shared_ptr<torch::jit::Graph>& graph, const char* name)
+    : inputs_(graph->inputs().size()), outputs_(graph->outputs().size()), code_(graph->copy(), name) {}
 
-std::vector<at::Tensor> ViewTail::apply(std::vector<at::Tensor> results,
-                                        const std::vector<at::Tensor>& shape, Plan& plan) const {
+std::vector<at::Tensor> ViewGraph::apply(const std::vector<at::Tensor>& bases,
+                                         const std::vector<at::Tensor>& shape, Plan& plan) const {
   std::vector<at::Tensor> outputs;
   outputs.reserve(outputs_);
   if (plan.known && !plan.per_call) {
     for (const auto& view : plan.views) {
-      const auto& base = results[view.base];
+      const auto& base = bases[view.base];
       outputs.push_back(view.whole ? base
                                    : base.as_strided(view.sizes, view.strides,
                                                      base.storage_offset() + view.offset));
     }
     return outputs;
   }
-  Stack stack(results.begin(), results.end());
+  Stack stack(bases.begin(), bases.end());
   stack.insert(stack.end(), shape.begin(), shape.end());
   torch::jit::InterpreterState(code_).run(stack);
-  ++counters().view_tail_runs;
+  ++counters().view_graph_runs;
   for (auto& value : stack) outputs.push_back(std::move(value).toTensor());
   if (plan.known) return outputs;
   plan.known = true;
   for (const auto& out : outputs) {
-    auto base = std::find_if(results.begin(), results.end(), [&](const at::Tensor& r) {
-      return r.scalar_type() == out.scalar_type() && r.storage().is_alias_of(out.storage());
+    auto base = std::find_if(bases.begin(), bases.end(), [&](const at::Tensor& b) {
+      return b.defined() && b.scalar_type() == out.scalar_type() &&
+             b.storage().is_alias_of(out.storage());
     });
-    if (base == results.end()) {
+    if (base == bases.end()) {
       plan.per_call = true;
       plan.views.clear();
       break;
     }
-    plan.views.push_back({static_cast<size_t>(base - results.begin()),
+    plan.views.push_back({static_cast<size_t>(base - bases.begin()),
                           out.unsafeGetTensorImpl() == base->unsafeGetTensorImpl(),
                           out.sizes().vec(), out.strides().vec(),
                           out.storage_offset() - base->storage_offset()});
   }
   return outputs;
+}
+
+std::vector<at::Tensor> ViewGraph::apply(const std::vector<at::Tensor>& bases,
+                                         const std::vector<at::Tensor>& shape) {
+  std::vector<int64_t> spec;
+  for (const auto& t : bases) {
+    spec.push_back(static_cast<int64_t>(t.scalar_type()));
+    spec.push_back(t.dim());
+    spec.insert(spec.end(), t.sizes().begin(), t.sizes().end());
+    spec.insert(spec.end(), t.strides().begin(), t.strides().end());
+  }
+  for (const auto& t : shape) {
+    spec.push_back(t.dim());
+    spec.insert(spec.end(), t.sizes().begin(), t.sizes().end());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  // A plan is a few ints per view: the bound only stops a stream of new sizes.
+  if (plans_.size() >= 1024) plans_.clear();
+  return apply(bases, shape, plans_[spec]);
 }
 
 void GroupBase::run_fallback(Stack& stack) {

@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/runtime/interpreter.h>
 
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -41,22 +42,23 @@ class GroupBase {
   std::unique_ptr<torch::jit::Code> fallback_;
 };
 
-// The views a group outputs instead of its backend's results
-// (fusion/view_tails.py): a graph from (the backend's outputs..., the shape
-// inputs...) to the group's outputs, through view ops only. It runs in the
-// interpreter once per input spec, which makes each result's strides over a
-// backend output known: later calls of that spec make the same views with
-// as_strided. A result that is no view of one (a reshape that had to copy)
-// makes the spec run the graph on each call.
-class ViewTail {
+// A graph of views at a group's boundary (fusion/boundary_views.py): its head,
+// from the group's inputs (and shape inputs) to the backend's, or its tail, from
+// the backend's outputs (and shape inputs) to the group's. It runs in the
+// interpreter once per input spec, which makes each result's sizes, strides and
+// offset over one of its `bases` (the inputs before the shape inputs) known:
+// later calls of that spec make the same views with as_strided. A result that
+// is no view of a base (a reshape that had to copy) makes the spec run the
+// graph on each call.
+class ViewGraph {
  public:
-  explicit ViewTail(const std::shared_ptr<torch::jit::Graph>& graph);
+  explicit ViewGraph(const std::shared_ptr<torch::jit::Graph>& graph, const char* name);
 
-  // One input spec's results, over that spec's backend outputs.
+  // One input spec's results, over that spec's bases.
   struct Plan {
     struct View {
-      size_t base;             // the backend output it views
-      bool whole;              // that output itself
+      size_t base;             // the base it views
+      bool whole;              // that base itself
       std::vector<int64_t> sizes, strides;
       int64_t offset;          // storage offset past the base's
     };
@@ -67,13 +69,19 @@ class ViewTail {
 
   size_t inputs() const { return inputs_; }
   size_t outputs() const { return outputs_; }
-  // The group's outputs. `shape`: the group's shape inputs.
-  std::vector<at::Tensor> apply(std::vector<at::Tensor> results, const std::vector<at::Tensor>& shape,
-                                Plan& plan) const;
+  // The graph's results. `shape`: the group's shape inputs, after the bases.
+  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& bases,
+                                const std::vector<at::Tensor>& shape, Plan& plan) const;
+  // The same, with the plan this graph keeps for the bases' and shape inputs' spec
+  // (a head's: its kernel's cache entries are found after the head runs).
+  std::vector<at::Tensor> apply(const std::vector<at::Tensor>& bases,
+                                const std::vector<at::Tensor>& shape);
 
  private:
   const size_t inputs_, outputs_;
   torch::jit::Code code_;
+  std::mutex mu_;  // guards plans_
+  std::map<std::vector<int64_t>, Plan> plans_;
 };
 
 inline size_t us_since(std::chrono::steady_clock::time_point start) {

@@ -8,7 +8,9 @@
 // tensors that only the group's shape arithmetic reads (the backend never sees
 // them; their sizes are guarded where a mapping baked them in, and part of the
 // kernel's spec otherwise); then one bool per `finite_inputs`
-// entry, kAllFinite's answer for an input the mapping assumes finite.
+// entry, kAllFinite's answer for an input the mapping assumes finite. With a
+// `head`, the inputs before the shape inputs are that graph's, from which it
+// makes the description's ports through views only.
 // Outputs: the description's outputs, each a new tensor; or, with a `tail`, that
 // graph's outputs, from (the description's outputs..., the shape inputs...) through
 // views only, each aliasing what it aliases in eager.
@@ -41,6 +43,7 @@ inline constexpr const char* kAllFinite = "graphfuse::all_finite";
   X(any_layout, "any_layout", "outputs the backend may give in its own layout")             \
   X(free_layout, "free_layout", "inputs the backend may read in any layout")                \
   X(prepared, "prepared", "the ticket of the partition found with the graph's other groups") \
+  X(head, "head", "views of the group's inputs that the description reads instead")      \
   X(tail, "tail", "views of the description's outputs that the group outputs instead")
 
 namespace attr {

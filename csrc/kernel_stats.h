@@ -32,9 +32,9 @@ namespace graphfuse {
   X(unfused_specs, count,                                                                   \
     "input specs a group runs unfused: oneDNN cannot compile its partition for them (or "   \
     "for this CPU), or an input is laid out otherwise than in the profiling runs")        \
-  X(view_tail_runs, count,                                                                  \
-    "view tails run in the interpreter: once per input spec, or each call where a view "    \
-    "had to copy")
+  X(view_graph_runs, count,                                                                 \
+    "a group's head or tail of views run in the interpreter: once per input spec, or each " \
+    "call where a view had to copy")
 
 enum class StatKind { count, level };
 

@@ -9,7 +9,7 @@ that only the group's shape arithmetic reads (never seen by the backend; their
 sizes are guarded where a mapping baked them in, and part of the kernel's spec
 otherwise); then one bool per `finite_inputs` entry, which the `ALL_FINITE` op
 computes just before the group. Outputs are new tensors, or with a `tail`, that
-graph's views of them (fusion/view_tails). The `backend` attribute names the
+graph's views of them (fusion/boundary_views). The `backend` attribute names the
 kernel: `ONEDNN` for the built-in oneDNN kernel, any other runs through the
 executor its backend registered.
 """

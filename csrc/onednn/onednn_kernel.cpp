@@ -45,7 +45,7 @@ struct Entry {
   // Per output, the input oneDNN may overwrite with it (-1: none): that
   // input's buffer becomes the output when nothing else holds it.
   std::vector<int> inplace_input;
-  ViewTail::Plan tail;  // the group's outputs over `outputs`, with a view tail
+  ViewGraph::Plan tail;  // the group's outputs over `outputs`, with a tail
   bool executed = false;  // the first execution also prepares the constant weights
 };
 
@@ -56,19 +56,24 @@ class Kernel : public GroupBase {
   explicit Kernel(const Node* node)
       : GroupBase(node, false), desc_(GraphDesc::parse(node->s(attr::desc))) {
     if (node->hasAttribute(attr::shape_inputs)) shape_inputs_ = node->i(attr::shape_inputs);
-    TORCH_CHECK(desc_.inputs.size() + shape_inputs_ + finite_flags_ == node->inputs().size() &&
-                    (node->hasAttribute(attr::tail) || desc_.outputs.size() == node->outputs().size()),
+    if (node->hasAttribute(attr::head))
+      head_ = std::make_unique<ViewGraph>(node->g(attr::head), "graphfuse::view_head");
+    if (node->hasAttribute(attr::tail))
+      tail_ = std::make_unique<ViewGraph>(node->g(attr::tail), "graphfuse::view_tail");
+    TORCH_CHECK(node->inputs().size() >= shape_inputs_ + finite_flags_,
+                "graphfuse::FusionGroup: fewer inputs than its shape inputs and finite flags");
+    ports_ = node->inputs().size() - shape_inputs_ - finite_flags_;
+    TORCH_CHECK((head_ ? head_->inputs() == ports_ + shape_inputs_ &&
+                             head_->outputs() == desc_.inputs.size()
+                       : ports_ == desc_.inputs.size()) &&
+                    (tail_ ? tail_->inputs() == desc_.outputs.size() + shape_inputs_ &&
+                                 tail_->outputs() == node->outputs().size()
+                           : desc_.outputs.size() == node->outputs().size()),
                 "graphfuse::FusionGroup: description ports do not match the node");
     any_layout_.assign(desc_.outputs.size(), false);
     if (node->hasAttribute(attr::any_layout))
       for (auto i : node->is(attr::any_layout)) any_layout_.at(i) = true;
     if (node->hasAttribute(attr::prepared)) prepared_ = take_prepared(node->i(attr::prepared));
-    if (node->hasAttribute(attr::tail)) {
-      tail_ = std::make_unique<ViewTail>(node->g(attr::tail));
-      TORCH_CHECK(tail_->inputs() == desc_.outputs.size() + shape_inputs_ &&
-                      tail_->outputs() == node->outputs().size(),
-                  "graphfuse::FusionGroup: the view tail's ports do not match the node");
-    }
     for (auto id : desc_.inputs) {
       bool matmul = false, conv_src = false, others = false;
       for (const auto& op : desc_.ops)
@@ -92,10 +97,21 @@ class Kernel : public GroupBase {
   void run(Stack& stack) {
     RECORD_FUNCTION(name_, c10::ArrayRef<const c10::IValue>{});
     auto n = desc_.inputs.size();
-    // The tensors only the shape arithmetic reads come last: the guard pins their sizes,
-    // the fallback takes them, oneDNN does not.
-    auto given_inputs = n + shape_inputs_;
+    // The tensors only the shape arithmetic reads come last: the fallback and the head
+    // and tail take them, oneDNN does not.
+    auto given_inputs = ports_ + shape_inputs_;
     if (!admitted(stack, given_inputs)) return;
+    auto args = torch::jit::last(stack, given_inputs);
+    // The strides of a head's and a tail's views follow from the shape inputs' sizes.
+    std::vector<at::Tensor> shape;
+    if (head_ || tail_)
+      for (size_t i = ports_; i < given_inputs; ++i) shape.push_back(args[i].toTensor());
+    std::vector<at::Tensor> viewed;  // the description's inputs, where the head makes them
+    if (head_) {
+      std::vector<at::Tensor> bases;
+      for (size_t i = 0; i < ports_; ++i) bases.push_back(args[i].toTensor());
+      viewed = head_->apply(bases, shape);
+    }
     std::vector<at::Tensor> inputs;
     std::vector<Dims> strides;
     std::vector<Layout> layouts;
@@ -104,9 +120,8 @@ class Kernel : public GroupBase {
     strides.reserve(n);
     layouts.reserve(n);
     given.reserve(n);
-    auto args = torch::jit::last(stack, given_inputs);
     for (size_t i = 0; i < n; ++i) {
-      const auto& t = args[i].toTensor();
+      const at::Tensor& t = head_ ? viewed[i] : args[i].toTensor();
       layouts.push_back(input_layout(t));
       bool other = layouts.back() == Layout::kOther;
       given.push_back(other ? t.strides().vec() : Dims{});
@@ -118,10 +133,6 @@ class Kernel : public GroupBase {
         strides.push_back(canonical_strides(inputs.back()));
       }
     }
-    // A view tail's strides follow from the sizes of the shape inputs it reads.
-    std::vector<at::Tensor> shape;
-    if (tail_)
-      for (size_t i = n; i < given_inputs; ++i) shape.push_back(args[i].toTensor());
     auto entry = lookup(inputs, strides, layouts, given, shape);
     if (!entry->compiled) {
       ++counters().fallbacks;
@@ -446,7 +457,7 @@ class Kernel : public GroupBase {
         counters().first_run_us += us;
         GRAPH_DEBUG(name_, ": first execution (constant weights prepared) in ", us, " us");
       }
-      if (tail_) outputs = tail_->apply(std::move(outputs), shape, entry.tail);
+      if (tail_) outputs = tail_->apply(outputs, shape, entry.tail);
     }
     ++counters().fused_runs;
     for (auto& t : outputs) stack.emplace_back(std::move(t));
@@ -460,7 +471,9 @@ class Kernel : public GroupBase {
   size_t shape_inputs_ = 0;       // last inputs (before the finite flags): read for sizes only
   std::optional<Prepared> prepared_;  // this group's partition, found in the pipeline
   std::optional<Prepared> generic_;   // its partition for any sizes (generic_partition)
-  std::unique_ptr<ViewTail> tail_;     // the views it outputs, where it has a tail
+  size_t ports_ = 0;  // the inputs before the shape inputs: the description's, or the head's
+  std::unique_ptr<ViewGraph> head_;  // views of its inputs the description reads, if any
+  std::unique_ptr<ViewGraph> tail_;  // views of the description's outputs it outputs, if any
   bool generic_tried_ = false;
   std::mutex mu_;
   std::list<SpecKey> lru_;

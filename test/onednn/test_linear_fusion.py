@@ -100,8 +100,10 @@ class MmBmm(nn.Module):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_mm_and_bmm(dtype: str) -> None:
-    graph = check(MmBmm(), [torch.randn(2, 4, 8), torch.randn(2, 8, 4)], dtype,
-                  left=["aten::select", "aten::select"])
+    # a[0] and b[0] are views only the mm reads: its group makes them (its head). Under
+    # bf16 autocast a cast reads each, and they stay with ATen.
+    selects = [] if dtype == "fp32" else ["aten::select", "aten::select"]
+    graph = check(MmBmm(), [torch.randn(2, 4, 8), torch.randn(2, 8, 4)], dtype, left=selects)
     fused = [k for g in group_kinds(graph) for k in g]
     assert "aten::bmm" in fused and "aten::mm" in fused
 

@@ -35,10 +35,15 @@ class Partition:
     backend: str  # the kernel that runs it (the FusionGroup's `backend` attribute)
     offered_by: str  # who chose the region, as the report says it (its backend's)
     shape_inputs: int = 0
-    # Views the group takes of the description's results (fusion/view_tails): the tail's
-    # nodes, and the results it reads (`outputs` are then the tail's).
+    # Views the group takes of the description's results (fusion/boundary_views): the
+    # tail's nodes, and the results it reads (`outputs` are then the tail's).
     tail: list[torch._C.Node] = field(default_factory=list)
     desc_outputs: list[torch._C.Value] = field(default_factory=list)
+    # Views of the group's inputs the description reads: the head's nodes, and the ids of
+    # the description's inputs it gives (`inputs` are then the head's, before the shape
+    # inputs).
+    head: list[torch._C.Node] = field(default_factory=list)
+    desc_input_ids: list[int] = field(default_factory=list)
 
 
 def describe(nodes: list[torch._C.Node]) -> str:

@@ -46,25 +46,27 @@ def _subgraph(part: Partition, inputs: list[torch._C.Value]) -> torch._C.Graph:
     return sub
 
 
-def _tail(part: Partition, inputs: list[torch._C.Value]) -> torch._C.Graph:
-    """The views the kernel takes of the description's results: a graph from (those
-    results..., the shape inputs...) to the group's outputs, the tail's nodes only."""
+def _view_graph(inputs: list[tuple[int, torch._C.Value]], nodes: list[torch._C.Node],
+                outputs: list[int]) -> torch._C.Graph:
+    """A graph of the view nodes of a group's head or tail (fusion/boundary_views), from
+    `inputs` (each under the id the partition knows it by, and as the graph has it now)
+    to the values of `outputs` ids."""
     sub = torch._C.Graph()
     env: dict[int, torch._C.Value] = {}
-    shape_inputs = inputs[len(inputs) - part.shape_inputs:]
-    for v in [*part.desc_outputs, *shape_inputs]:
+    for known_as, v in inputs:
         new = sub.addInput()
         new.setType(v.type())
+        env.setdefault(known_as, new)
         env.setdefault(v.unique(), new)
-    for node in part.tail:
+    for node in nodes:
         for v in node.inputs():
-            if v.unique() not in env:  # a constant argument (view_tails takes only those)
+            if v.unique() not in env:  # a constant argument (boundary_views takes only those)
                 env[v.unique()] = sub.insertNode(sub.createClone(v.node(), lambda x: x)).output()
         clone = sub.insertNode(sub.createClone(node, lambda x: env[x.unique()]))
         for old, new in zip(node.outputs(), clone.outputs(), strict=True):
             env[old.unique()] = new
-    for v in part.outputs:
-        sub.registerOutput(env[v.unique()])
+    for i in outputs:
+        sub.registerOutput(env[i])
     return sub
 
 
@@ -176,8 +178,13 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
         group.insertAfter(last)
         group.g_(ATTR.subgraph, _subgraph(part, inputs))
         group.s_(ATTR.desc, part.text)
-        if part.tail:
-            group.g_(ATTR.tail, _tail(part, inputs))
+        known = list(zip(part.input_ids, inputs, strict=True))
+        if part.head:  # the group's inputs (with the shape inputs) to the description's
+            group.g_(ATTR.head, _view_graph(known, part.head, part.desc_input_ids))
+        if part.tail:  # the description's outputs (with the shape inputs) to the group's
+            shape_inputs = known[len(known) - part.shape_inputs:]
+            group.g_(ATTR.tail, _view_graph([*((v.unique(), v) for v in part.desc_outputs),
+                                             *shape_inputs], part.tail, part.output_ids))
         group.s_(ATTR.backend, part.backend)
         if part.backend != ONEDNN:
             # The external kernel lays the executor's outputs over these: the optimized

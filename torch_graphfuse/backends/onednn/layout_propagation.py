@@ -21,15 +21,17 @@ NAME = log.module_name(__file__)
 
 
 def _read_only_by_groups(value: torch._C.Value) -> bool:
+    """Whether only oneDNN groups read it as it is (a group's head takes torch views of
+    its inputs, which need torch's strides)."""
     uses = value.uses()
     return bool(uses) and all(is_group(use.user) and backend(use.user) == ONEDNN
-                              for use in uses)
+                              and not use.user.hasAttribute(ATTR.head) for use in uses)
 
 
 def run(groups: list[torch._C.Node]) -> None:
     marked: set[int] = set()
     for group in groups:
-        if group.hasAttribute(ATTR.tail):  # its outputs are views the kernel takes
+        if group.hasAttribute(ATTR.tail):  # its outputs are torch views the kernel takes
             continue
         indices = [i for i, v in enumerate(group.outputs()) if _read_only_by_groups(v)]
         if indices:

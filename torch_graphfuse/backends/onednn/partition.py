@@ -16,7 +16,7 @@ from collections import Counter
 import torch
 
 from ... import _C, log
-from ...fusion import view_tails
+from ...fusion import boundary_views
 from ...report import FusionReport
 from ..base import Partition, describe
 from . import BACKEND, OFFERED_BY
@@ -56,8 +56,8 @@ def _partition_in_pieces(backend: BackendGraph, ops: list[BackendOp]
 
 def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionReport
                     ) -> list[Partition]:
-    """The block's partitions, each with the views of its results (fusion/view_tails);
-    the report gets the block's ops left with ATen."""
+    """The block's partitions, each with the views of its inputs and results it can take
+    (fusion/boundary_views); the report gets the block's ops left with ATen."""
     backend = mapped.backend
     op_count = Counter(op.node for op in backend.ops if op.node is not None)
     order = {node: i for i, node in enumerate(mapped.nodes)}
@@ -94,7 +94,7 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
                                 shape_inputs=len(shape_inputs)))
         log.update(NAME, f"partition [{describe(nodes)}]: {len(in_ids)} inputs, "
                          f"{len(out_ids)} outputs")
-    result, absorbed = view_tails.extend(graph, mapped.block, result)
+    result, absorbed = boundary_views.extend(graph, mapped.block, result)
     for node, why in mapped.unmapped.items():
         if node.kind().startswith("aten::") and node not in absorbed:
             report.add_unmapped(node, why)

@@ -208,6 +208,9 @@ def _slice_op(g: Gen, x: int, kind: str) -> int | None:
     n = shape[dim]
     if kind == "split" and n > 1:
         size = c.integer(1, n - 1)
+        # A trace keeps the number of pieces: the same at every shape the case runs.
+        if len({-(-s[dim] // size) for s in g.shapes(x)}) != 1:
+            return None
         index = c.integer(0, (n - 1) // size)
         return g.emit(Op("split", (x,), {"size": size, "dim": dim, "index": index}))
     if kind == "narrow" and n > 1:

@@ -60,8 +60,9 @@ def test_view_tail_at_other_sizes_runs_fused_with_eagers_views() -> None:
     assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
 
 
-def test_view_tail_runs_in_the_interpreter_once_per_spec() -> None:
-    """Later calls of a spec make the views from the strides the first one found."""
+def test_head_and_tail_run_in_the_interpreter_once_per_spec() -> None:
+    """Later calls of a spec make the views from the strides the first one found: the
+    flattened tokens (head) and the heads of query, key and value (tail)."""
     model, x = Conv1DAttention().eval(), torch.randn(2, 8, 32)
     module, _, _ = fuse(model, [x])
     torch_graphfuse.reset_kernel_stats()
@@ -71,7 +72,7 @@ def test_view_tail_runs_in_the_interpreter_once_per_spec() -> None:
     for _ in range(2):
         _assert_eagers_views(run(module, [other]), eager(model, [other]))
     stats = torch_graphfuse.kernel_stats()
-    assert stats["view_tail_runs"] == 1 and stats["fused_runs"] == 5, stats
+    assert stats["view_graph_runs"] == 2 and stats["fused_runs"] == 5, stats
 
 
 def test_view_tail_report_lists_its_views_as_fused() -> None:
@@ -108,7 +109,7 @@ def test_view_tail_that_copies_at_other_sizes_gives_eagers_copy() -> None:
         assert_matches(out, ref, "fp32")
         assert out.stride() == ref.stride()
     stats = torch_graphfuse.kernel_stats()
-    assert stats["view_tail_runs"] == 2 and stats["fallbacks"] == 0, stats
+    assert stats["view_graph_runs"] == 2 and stats["fallbacks"] == 0, stats
 
 
 def test_reshape_that_copies_as_profiled_stays_with_aten() -> None:
@@ -139,3 +140,77 @@ def test_view_written_in_place_stays_with_aten() -> None:
     assert out[1].untyped_storage().data_ptr() == out[0].untyped_storage().data_ptr()
     for group in _tail_groups(graph):
         assert "aten::view" not in [n.kind() for n in group.g(ATTR.tail).nodes()], graph
+
+
+class MergedHeadsProjection(nn.Module):
+    """Attention's heads merged for the output projection: transposed (an op ATen keeps
+    stands in for attention), copied by contiguous, then reshaped to (batch, seq, width)
+    with sizes read at run time: only the projection reads the reshape."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out = nn.Linear(32, 32)
+
+    def forward(self, heads: torch.Tensor) -> torch.Tensor:
+        merged = torch.cumsum(heads, 2).transpose(1, 2).contiguous()
+        return self.out(merged.reshape(merged.size(0), merged.size(1), -1))
+
+
+def _head_groups(graph: torch._C.Graph) -> list[torch._C.Node]:
+    return [g for g in runner.fusion_groups(graph) if g.hasAttribute(ATTR.head)]
+
+
+def test_reshape_only_a_product_reads_joins_its_group_as_head() -> None:
+    model, x = MergedHeadsProjection().eval(), torch.randn(2, 4, 8, 8)
+    module, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    (group,) = _head_groups(graph)
+    assert "aten::reshape" in [n.kind() for n in group.g(ATTR.head).nodes()], graph
+    assert "aten::reshape" not in runner.unfused_kinds(graph), graph
+    torch_graphfuse.reset_kernel_stats()
+    for other in (torch.randn(1, 4, 5, 8), torch.randn(1, 4, 5, 8), x):
+        assert_matches(run(module, [other]), eager(model, [other]), "fp32")
+    stats = torch_graphfuse.kernel_stats()
+    assert stats["view_graph_runs"] == 1 and stats["fallbacks"] == 0, stats
+
+
+class ViewOfAnOffsetInput(nn.Module):
+    """A linear reads a view of the graph's input, which the caller slices from a larger
+    tensor (a storage offset the head's strides must keep)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x.view(x.size(0), -1, 16)).relu()
+
+
+def test_head_keeps_its_inputs_storage_offset() -> None:
+    model = ViewOfAnOffsetInput().eval()
+    big = torch.randn(5, 64)
+    module, out, graph = fuse(model, [big[1:3]])
+    assert _head_groups(graph), graph
+    for x in (big[2:4], big[1:5], torch.randn(3, 32)):
+        assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+
+
+class ViewReadOutside(nn.Module):
+    """The view the linear reads is also the model's output: it stays with ATen, so the
+    caller gets eager's view of its input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        flat = x.view(-1, 16)
+        return flat, self.fc(flat).relu()
+
+
+def test_view_read_outside_the_group_stays_with_aten() -> None:
+    model, x = ViewReadOutside().eval(), torch.randn(4, 32)
+    _, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    assert not _head_groups(graph), graph
+    assert out[0].data_ptr() == x.data_ptr()
