@@ -130,3 +130,23 @@ def test_addmm(dtype: str, beta: float) -> None:
 def test_addmm_with_alpha_and_relu(dtype: str, beta: float, alpha: float) -> None:
     # decompose makes it mm * alpha + beta * bias, then relu: one partition.
     check(Addmm(beta, alpha), [torch.randn(4, 8)], dtype, groups=1, left=[])
+
+
+class FusedQkv(nn.Module):
+    """One projection for query, key and value, viewed to its own shape with sizes read at
+    run time, then split (GPT-NeoX and Phi write it so): oneDNN's partition takes the
+    same-shape view as the product itself, and the split reads the view."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(16, 96)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        q, k, v = self.qkv(x).view(x.size(0), x.size(1), 96).split(32, 2)
+        return q.transpose(1, 2), k, v
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_same_shape_view_read_outside_keeps_the_linear_fused(dtype: str) -> None:
+    graph = check(FusedQkv(), [torch.randn(2, 8, 16)], dtype, groups=1)
+    assert "aten::linear" in [k for g in group_kinds(graph) for k in g], graph

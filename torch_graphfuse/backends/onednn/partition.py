@@ -54,6 +54,28 @@ def _partition_in_pieces(backend: BackendGraph, ops: list[BackendOp]
         return first + second, first_refused + second_refused
 
 
+def exposed_values(backend: BackendGraph, nodes: list[torch._C.Node],
+                   out_ids: list[int]) -> list[int]:
+    """The JIT value each output tensor stands for: its own, or, where only the partition
+    reads that, the one value read outside that the mapping made an alias of it (a reshape
+    to the same shape, computing nothing): `linear(x).view(b, s, -1)` read by an unfused
+    split. Eager's view then aliases a tensor no one else holds, so a new tensor is the same
+    to every reader."""
+    inside = set(nodes)
+    made = {v.unique(): v for n in nodes for v in n.outputs()}
+
+    def read_outside(i: int) -> bool:
+        return any(use.user not in inside for use in made[i].uses())
+
+    exposed = []
+    for out in out_ids:
+        views = [i for i, t in backend.aliases.items()
+                 if t == out and i in made and read_outside(i)]
+        alone = out in made and not read_outside(out) and len(views) == 1
+        exposed.append(views[0] if alone else out)
+    return exposed
+
+
 def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionReport
                     ) -> list[Partition]:
     """The block's partitions, each with the views of its inputs and results it can take
@@ -74,7 +96,8 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
                        key=order.__getitem__)
         if not nodes or any(op.kind in ("Wildcard", "End") for op in ops):
             continue
-        candidate = Candidate(supported, ops, nodes, in_ids, out_ids, mapped, op_count)
+        exposed = exposed_values(backend, nodes, out_ids)
+        candidate = Candidate(supported, ops, nodes, in_ids, out_ids, exposed, mapped, op_count)
         why = refusal(candidate)
         if why is not None:
             left.append((nodes, why))
@@ -84,9 +107,10 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
                                      pool_operand(ops, backend),
                                      int8_padding_windows(ops, backend))
         shape_inputs = candidate.shape_inputs
+        made = {v.unique(): v for n in nodes for v in n.outputs()}
         result.append(Partition(nodes, [mapped.values[i] for i in in_ids] + shape_inputs,
-                                [mapped.values[i] for i in out_ids],
-                                in_ids + [v.unique() for v in shape_inputs], out_ids,
+                                [made.get(i) or mapped.values[i] for i in exposed],
+                                in_ids + [v.unique() for v in shape_inputs], exposed,
                                 backend.to_text(ops, in_ids, out_ids),
                                 pinned or any(op.static_shapes for op in ops),
                                 frozenset().union(*(op.assumes_finite for op in ops)),

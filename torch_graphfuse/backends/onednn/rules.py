@@ -39,7 +39,8 @@ class Candidate:
     ops: list[BackendOp]
     nodes: list[torch._C.Node]  # the JIT nodes it covers, in block order
     in_ids: list[int]
-    out_ids: list[int]
+    out_ids: list[int]  # the backend tensors it computes for outside
+    exposed: list[int]  # the JIT values they stand for (partition.exposed_values)
     mapped: MappedBlock
     op_count: Counter  # backend ops per JIT node in the whole block
 
@@ -128,9 +129,9 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (_internal_port, "a port is internal to a node's mapping"),
     (lambda c: _computed_arguments(c.nodes, c.in_ids, c.shape_inputs),
      "an argument is computed at run time"),
-    (lambda c: not _used_outside(c.nodes, set(c.mapped.nodes)) <= set(c.out_ids),
+    (lambda c: not _used_outside(c.nodes, set(c.mapped.nodes)) <= set(c.exposed),
      "a value used outside is not a partition output"),
-    (lambda c: _aliased_output(c.nodes, c.out_ids),
+    (lambda c: _aliased_output(c.nodes, c.exposed),
      "an output is a view of an input or of another output"),
     (lambda c: workarounds.internal_diamond(c.ops),
      "a binary op of two results of one chain computed inside it (oneDNN's compile "
