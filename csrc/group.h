@@ -7,8 +7,8 @@
 #include <torch/csrc/jit/runtime/interpreter.h>
 
 #include <chrono>
-#include <map>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>

@@ -1,13 +1,15 @@
 """Graph rewriting: each partition becomes one graphfuse::FusionGroup node.
 
 The group node holds the partition's nodes as its `Subgraph` (what the
-fallback runs) and the backend description as `desc` (what the kernel
-compiles). It takes the place of the partition's last node; nodes in between
-that read partition results move after it. A partition that a node in between
-both reads from and feeds is not convex and stays unfused, and so is one that
-an in-place op in between would see reordered: a node in the span that writes
-memory another node of the span reads (as alias analysis tells) keeps its
-place relative to them only if nothing moves, so the partition stays unfused.
+fallback runs), the backend description as `desc` (what the kernel
+compiles), and the views at its boundary as `head` and `tail` graphs (what
+the kernel makes around the description; fusion/boundary_views). It takes
+the place of the partition's last node; nodes in between that read partition
+results move after it. A partition that a node in between both reads from and
+feeds is not convex and stays unfused, and so is one that an in-place op in
+between would see reordered: a node in the span that writes memory another
+node of the span reads (as alias analysis tells) keeps its place relative to
+them only if nothing moves, so the partition stays unfused.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ def _reads(node: torch._C.Node) -> set[int]:
 
 
 def nodes_to_move(graph: torch._C.Graph, part: Partition,
-                   block_nodes: list[torch._C.Node]) -> list[torch._C.Node] | str:
+                  block_nodes: list[torch._C.Node]) -> list[torch._C.Node] | str:
     """Nodes between the partition's first and last that read its results
     (they move after the group), or why the group cannot take its last node's place."""
     inside = set(part.nodes)
