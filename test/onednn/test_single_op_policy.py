@@ -134,13 +134,17 @@ def test_adaptive_pool_that_is_not_plain_stays_unfused() -> None:
     check(model, [torch.randn(1, 4, 8, 8)], groups=0, left=["aten::adaptive_avg_pool2d"])
 
 
-def _layer_norm(normalized: tuple[int, ...], affine: bool) -> nn.LayerNorm:
-    ln = nn.LayerNorm(normalized, elementwise_affine=affine)
-    if affine:
+def _with_affine(norm: nn.Module) -> nn.Module:
+    """Its weight and bias, where it has them, away from 1 and 0."""
+    if norm.weight is not None:
         with torch.no_grad():
-            ln.weight.uniform_(0.5, 1.5)
-            ln.bias.uniform_(-0.5, 0.5)
-    return ln
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.uniform_(-0.5, 0.5)
+    return norm
+
+
+def _layer_norm(normalized: tuple[int, ...], affine: bool) -> nn.Module:
+    return _with_affine(nn.LayerNorm(normalized, elementwise_affine=affine))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -157,13 +161,8 @@ def test_layer_norm_over_two_dims_stays_unfused(dtype: str) -> None:
           left=["aten::layer_norm"])
 
 
-def _group_norm(affine: bool) -> nn.GroupNorm:
-    gn = nn.GroupNorm(4, 16, affine=affine)
-    if affine:
-        with torch.no_grad():
-            gn.weight.uniform_(0.5, 1.5)
-            gn.bias.uniform_(-0.5, 0.5)
-    return gn
+def _group_norm(affine: bool) -> nn.Module:
+    return _with_affine(nn.GroupNorm(4, 16, affine=affine))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

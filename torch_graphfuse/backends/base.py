@@ -45,6 +45,11 @@ class Partition:
     head: list[torch._C.Node] = field(default_factory=list)
     desc_input_ids: list[int] = field(default_factory=list)
 
+    @property
+    def ports(self) -> int:
+        """How many of `inputs` come before the shape inputs."""
+        return len(self.inputs) - self.shape_inputs
+
 
 def describe(nodes: list[torch._C.Node]) -> str:
     """A region as the log and the report name it: "_convolution, relu"."""

@@ -181,9 +181,8 @@ def _grow_head(part: Partition, within: _Block
     description's inputs, the tensors they start from, and those whose sizes they read."""
     inside = set(part.nodes)
     head: list[torch._C.Node] = []
-    ports = len(part.inputs) - part.shape_inputs
-    read_for_sizes = {v.unique() for v in part.inputs[ports:]}  # stay the group's inputs
-    frontier = list(part.inputs[:ports])
+    read_for_sizes = {v.unique() for v in part.inputs[part.ports:]}  # stay group inputs
+    frontier = list(part.inputs[:part.ports])
     while frontier:
         value = frontier.pop()
         node = value.node()
@@ -202,7 +201,8 @@ def _grow_head(part: Partition, within: _Block
         return [], [], []
     made = {v.unique() for n in head for v in n.outputs()}
     roots: dict[int, torch._C.Value] = {}
-    for value in [*part.inputs[:ports], *(n.inputsAt(0) for n in head if n.kind() in VIEWS)]:
+    for value in [*part.inputs[:part.ports],
+                  *(n.inputsAt(0) for n in head if n.kind() in VIEWS)]:
         if value.unique() not in made:
             roots.setdefault(value.unique(), value)
     sources: dict[int, torch._C.Value] = {}
@@ -240,14 +240,14 @@ def _with_head(part: Partition, within: _Block) -> Partition | None:
     if not head:
         return None
     head.sort(key=within.position.__getitem__)
-    shape_inputs = [*part.inputs[len(part.inputs) - part.shape_inputs:], *sources]
+    shape_inputs = [*part.inputs[part.ports:], *sources]
     inputs = [*ports, *shape_inputs]
     ids = dict(zip((v.unique() for v in part.inputs), part.input_ids, strict=True))
     return dataclasses.replace(
         part, nodes=sorted([*part.nodes, *head], key=within.position.__getitem__),
         inputs=inputs, input_ids=[ids.get(v.unique(), v.unique()) for v in inputs],
         shape_inputs=len(shape_inputs), head=head,
-        desc_input_ids=part.input_ids[:len(part.inputs) - part.shape_inputs])
+        desc_input_ids=part.input_ids[:part.ports])
 
 
 def extend(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Partition]

@@ -28,31 +28,12 @@ _ORDERED = ("prim::Print", "prim::RaiseException", "prim::SetAttr", "aten::warn"
 _NOT_CONVEX = "not convex in the JIT graph"
 
 
-def _subgraph(part: Partition, inputs: list[torch._C.Value]) -> torch._C.Graph:
-    sub = torch._C.Graph()
-    env: dict[int, torch._C.Value] = {}
-    for v in inputs:
-        new = sub.addInput()
-        new.setType(v.type())
-        env[v.unique()] = new
-    for node in part.nodes:
-        for v in node.inputs():
-            if v.unique() not in env:  # a constant argument (the mapping only takes those)
-                const = sub.insertNode(sub.createClone(v.node(), lambda x: x))
-                env[v.unique()] = const.output()
-        clone = sub.insertNode(sub.createClone(node, lambda x: env[x.unique()]))
-        for old, new in zip(node.outputs(), clone.outputs(), strict=True):
-            env[old.unique()] = new
-    for v in part.outputs:
-        sub.registerOutput(env[v.unique()])
-    return sub
-
-
-def _view_graph(inputs: list[tuple[int, torch._C.Value]], nodes: list[torch._C.Node],
-                outputs: list[int]) -> torch._C.Graph:
-    """A graph of the view nodes of a group's head or tail (fusion/boundary_views), from
-    `inputs` (each under the id the partition knows it by, and as the graph has it now)
-    to the values of `outputs` ids."""
+def _graph_of(inputs: list[tuple[int, torch._C.Value]], nodes: list[torch._C.Node],
+              outputs: list[int]) -> torch._C.Graph:
+    """A graph of `nodes` (in block order) from `inputs`, each known by the id the
+    partition has for it and as the graph has it now, to the values of the `outputs` ids.
+    Other arguments are constants (the mappings and fusion/boundary_views take only
+    those), copied in."""
     sub = torch._C.Graph()
     env: dict[int, torch._C.Value] = {}
     for known_as, v in inputs:
@@ -62,7 +43,7 @@ def _view_graph(inputs: list[tuple[int, torch._C.Value]], nodes: list[torch._C.N
         env.setdefault(v.unique(), new)
     for node in nodes:
         for v in node.inputs():
-            if v.unique() not in env:  # a constant argument (boundary_views takes only those)
+            if v.unique() not in env:
                 env[v.unique()] = sub.insertNode(sub.createClone(v.node(), lambda x: x)).output()
         clone = sub.insertNode(sub.createClone(node, lambda x: env[x.unique()]))
         for old, new in zip(node.outputs(), clone.outputs(), strict=True):
@@ -178,15 +159,14 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
             anchor = node
         group = graph.create(KIND, inputs, len(part.outputs))
         group.insertAfter(last)
-        group.g_(ATTR.subgraph, _subgraph(part, inputs))
-        group.s_(ATTR.desc, part.text)
         known = list(zip(part.input_ids, inputs, strict=True))
+        group.g_(ATTR.subgraph, _graph_of(known, part.nodes, part.output_ids))
+        group.s_(ATTR.desc, part.text)
         if part.head:  # the group's inputs (with the shape inputs) to the description's
-            group.g_(ATTR.head, _view_graph(known, part.head, part.desc_input_ids))
+            group.g_(ATTR.head, _graph_of(known, part.head, part.desc_input_ids))
         if part.tail:  # the description's outputs (with the shape inputs) to the group's
-            shape_inputs = known[len(known) - part.shape_inputs:]
-            group.g_(ATTR.tail, _view_graph([*((v.unique(), v) for v in part.desc_outputs),
-                                             *shape_inputs], part.tail, part.output_ids))
+            group.g_(ATTR.tail, _graph_of([*((v.unique(), v) for v in part.desc_outputs),
+                                           *known[part.ports:]], part.tail, part.output_ids))
         group.s_(ATTR.backend, part.backend)
         if part.backend != ONEDNN:
             # The external kernel lays the executor's outputs over these: the optimized
