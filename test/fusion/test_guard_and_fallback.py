@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
 import torch
+from fusion_check import assert_matches, eager, fuse
 from torch import nn
 
 import torch_graphfuse
@@ -203,3 +205,32 @@ def test_input_in_the_profiled_permuted_layout_stays_fused() -> None:
     after = torch_graphfuse.kernel_stats()
     assert after["fallbacks"] == before["fallbacks"]
     assert after["fused_runs"] - before["fused_runs"] == 3
+
+
+class ScaledConv(nn.Module):
+    """A channels-last input scaled along its height, then a grouped convolution: the
+    scale's group runs unfused at the second size (oneDNN would use its reference binary),
+    and ATen lays that result out row-major, where the profiling runs saw channels-last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.randn(1, 1, 3, 1)
+        self.conv = nn.Conv2d(4, 8, (3, 5), stride=(2, 1), padding=(0, 1), groups=2,
+                              bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv((x + 1.5) * self.scale)
+
+
+@pytest.mark.xfail(strict=True, reason="the convolution's kernel reads the row-major result "
+                   "as another group's oneDNN layout (free_layout) and gives its output the "
+                   "profiled channels-last order, where eager's is row-major (differential "
+                   "fuzzer, seed 68)")
+def test_output_follows_the_layout_an_unfused_producer_gave() -> None:
+    model = ScaledConv().eval()
+    module, _, _ = fuse(model, [torch.randn(2, 4, 3, 3).contiguous(
+        memory_format=torch.channels_last)])
+    x = torch.randn(3, 4, 1, 4).contiguous(memory_format=torch.channels_last)
+    out, ref = run(module, x), eager(model, [x])
+    assert_matches(out, ref, "fp32")
+    assert out.stride() == ref.stride()
