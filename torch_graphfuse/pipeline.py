@@ -2,7 +2,7 @@
 profiled graph while fusion is enabled:
 
     mutation_removal -> reference_quantization -> quantized_weights -> split_dequantize
-      -> decompose
+      -> decompose -> rms_norm
       -> prepare_binary -> defer_size_check -> shape_arguments
       -> finiteness -> integer_data
       -> per block, each registered backend's partitioner -> rewrite
@@ -38,6 +38,7 @@ from .passes import (
     prepare_binary,
     quantized_weights,
     reference_quantization,
+    rms_norm,
     shape_arguments,
     split_dequantize,
 )
@@ -101,6 +102,7 @@ def _run_passes(graph: torch._C.Graph) -> None:
     log.logged_pass("quantized_weights", graph, lambda: quantized_weights.run(graph))
     log.logged_pass("split_dequantize", graph, lambda: split_dequantize.run(graph))
     log.logged_pass("decompose", graph, lambda: decompose.run(graph))
+    log.logged_pass("rms_norm", graph, lambda: rms_norm.run(graph))
     log.logged_pass("prepare_binary", graph, lambda: prepare_binary.run(graph))
     log.logged_pass("defer_size_check", graph, lambda: defer_size_check.run(graph))
     log.logged_pass("shape_arguments", graph, lambda: shape_arguments.run(graph))

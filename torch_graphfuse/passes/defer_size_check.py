@@ -19,7 +19,8 @@ SHAPE_PRESERVING = UNARY_ELEMENTWISE | {
 }
 
 
-def _source(value: torch._C.Value) -> torch._C.Value:
+def size_source(value: torch._C.Value) -> torch._C.Value:
+    """The value earliest in a chain of shape-preserving ops whose sizes are `value`'s."""
     while True:
         node = value.node()
         kind = node.kind()
@@ -38,6 +39,6 @@ def _source(value: torch._C.Value) -> torch._C.Value:
 def run(graph: torch._C.Graph) -> None:
     for node in all_nodes(graph.block()):
         if node.kind() == "aten::size":
-            source = _source(node.inputsAt(0))
+            source = size_source(node.inputsAt(0))
             if source is not node.inputsAt(0):
                 node.replaceInput(0, source)

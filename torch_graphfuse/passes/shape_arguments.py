@@ -31,8 +31,9 @@ from .. import log
 
 NAME = log.module_name(__file__)
 
-# Ops whose argument 1 is a shape the mapping bakes in (the oneDNN reshape lowering).
-SHAPE_CONSUMERS = frozenset({"aten::view", "aten::reshape"})
+# Ops whose argument 1 is a shape their mapping reads (the oneDNN reshape and rms_norm
+# lowerings).
+SHAPE_CONSUMERS = frozenset({"aten::view", "aten::reshape", "aten::rms_norm"})
 
 
 def _add(a: Any, b: Any, alpha: Any = 1) -> Any:

@@ -1,0 +1,97 @@
+"""rms_norm: the RMS normalization Hugging Face writes as six ops folds into one
+aten::rms_norm, which gives eager's result bit for bit in fp32 (non-finite values and
+overflow included); chains that something else reads into, or that an in-place write
+interrupts, stay as they are."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from torch_graphfuse.passes import rms_norm
+
+
+def chain(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+class Norm(nn.Module):
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.rand(width) + 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * chain(x)
+
+
+class VarianceReadElsewhere(Norm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + 1e-6)) + variance
+
+
+class WrittenBetween(Norm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.clone()
+        variance = x.pow(2).mean(-1, keepdim=True)
+        x.add_(1.0)
+        return self.weight * (x * torch.rsqrt(variance + 1e-6))
+
+
+class OtherExponent(Norm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * (x * torch.rsqrt(x.pow(3).mean(-1, keepdim=True) + 1e-6))
+
+
+def folded_graph(model: nn.Module, x: torch.Tensor) -> torch._C.Graph:
+    """The traced graph (the weight a constant, profiled types), folded."""
+    model = model.eval().requires_grad_(False)
+    graph = torch.jit.trace(lambda t: model(t), x).graph
+    torch._C._jit_pass_constant_propagation(graph)
+    rms_norm.run(graph)
+    return graph
+
+
+def kinds(graph: torch._C.Graph) -> list[str]:
+    return [n.kind() for n in graph.nodes() if n.kind().startswith("aten::")]
+
+
+def test_the_chain_folds_into_rms_norm_and_the_weight_stays_a_multiply() -> None:
+    with torch.no_grad():
+        graph = folded_graph(Norm(), torch.randn(2, 5, 16))
+    assert kinds(graph) == ["aten::size", "aten::rms_norm", "aten::mul"], graph
+
+
+@pytest.mark.parametrize("model", [VarianceReadElsewhere(), WrittenBetween(), OtherExponent()],
+                         ids=["variance_read_elsewhere", "written_between", "other_exponent"])
+def test_a_chain_that_is_not_only_the_norm_stays(model: nn.Module) -> None:
+    with torch.no_grad():
+        graph = folded_graph(model, torch.randn(2, 5, 16))
+    assert "aten::rms_norm" not in kinds(graph), graph
+
+
+@pytest.mark.parametrize("values", [
+    [1e20, 1.0, 2.0, -3.0],            # x * x overflows: eager's result is 0
+    [float("inf"), 1.0, 2.0, -3.0],    # NaN at the infinity, 0 elsewhere
+    [float("nan"), 1.0, 2.0, -3.0],
+    [0.0, 0.0, 0.0, 0.0],
+    [1e-30, 1e-30, 1e-30, 1e-30],      # x * x underflows: eps decides
+], ids=["overflow", "inf", "nan", "zeros", "underflow"])
+def test_aten_rms_norm_is_the_chain_bit_for_bit(values: list[float]) -> None:
+    # The folded graph runs aten::rms_norm wherever its group runs unfused.
+    x = torch.tensor([values, [0.5, -1.5, 2.5, 3.5]])
+    torch.testing.assert_close(torch.rms_norm(x, [4], None, 1e-6), chain(x), rtol=0, atol=0,
+                               equal_nan=True)
+
+
+def test_the_folded_graph_gives_eagers_result_at_other_sizes() -> None:
+    model = Norm(16).eval()
+    with torch.no_grad():
+        graph = folded_graph(model, torch.randn(2, 5, 16))
+    assert "aten::rms_norm" in kinds(graph)
+    fn = torch._C._create_function_from_graph("folded", graph)
+    for shape in [(2, 5, 16), (1, 7, 16), (3, 16)]:
+        x = torch.randn(shape)
+        with torch.no_grad():
+            torch.testing.assert_close(fn(x), model(x), rtol=0, atol=0)
