@@ -67,7 +67,9 @@ class Lowering:
         # Tensors whose profiled sizes an absorbed shape computation reads.
         self.shape_sources: list[torch._C.Value] = []
         self.pinned = False  # the mapping used profiled sizes: guard exact sizes
-        self.joins: BackendOp | None = None  # the op whose partition takes the node (alias)
+        # The op whose partition takes the node (an alias of its result, or an operand it
+        # takes in): the node emits nothing.
+        self.joins: BackendOp | None = None
         # Graph inputs the mapping assumes finite: the group checks them per call.
         self.assumes_finite: frozenset[int] = frozenset()
 
@@ -172,9 +174,9 @@ class Lowering:
 
     def alias_input(self) -> bool:
         """Map the node's result as its input's tensor, computing nothing (a reshape to the
-        same shape at the pinned sizes), where a backend op computes that input: the node
-        joins that op's partition, exact sizes guarded. oneDNN's attention pattern takes a
-        transpose after it, not such a reshape between."""
+        same shape at the pinned sizes, a cast to the same dtype), where a backend op
+        computes that input: the node joins that op's partition. oneDNN's attention pattern
+        takes a transpose after it, not such a reshape between."""
         x = self.input(0)
         producer = self.graph.producer(x)
         if producer is None:

@@ -6,6 +6,8 @@ import math
 
 import torch
 
+from ...passes.defer_size_check import size_source
+from .graph_desc import BackendOp
 from .lowering import Lowering, Unsupported, lowering
 
 # Why oneDNN's softmax is right on finite inputs only (measured on oneDNN 3.12).
@@ -40,6 +42,112 @@ def layer_norm(lo: Lowering) -> None:
         inputs += [lo.input(2), lo.input(3)]
     lo.emit("LayerNorm", inputs, [lo.output()], begin_norm_axis=-len(normalized),
             epsilon=float(lo.const(4)), keep_stats=False, use_affine=len(inputs) == 3)
+
+
+@lowering("aten::rms_norm", worth_alone=True)
+def rms_norm(lo: Lowering) -> None:
+    # (input, normalized_shape, weight?, eps?)
+    if _last_size_of_input(lo):
+        size = lo.node.inputsAt(1).node().inputsAt(0).node()
+        lo.absorbed += [size, lo.node.inputsAt(1).node()]
+        lo.shape_sources.append(size.inputsAt(0))
+    elif len(lo.shape(1)) != 1:
+        raise Unsupported("rms_norm over more than one dim")
+    else:
+        # oneDNN normalizes the last dim whatever its size; eager checks it against the
+        # shape given.
+        lo.pin_shapes()
+    if not lo.is_none(2):
+        lo.pin_shapes()  # see GAMMA_SIZE
+    x, out = lo.input(0), lo.output()
+    dtype = lo.graph.tensors[x].dtype
+    inputs = [x] if lo.is_none(2) else [x, lo.input(2)]
+    if any(lo.graph.tensors[t].dtype != dtype for t in (*inputs, out)):
+        raise Unsupported("rms_norm with a weight or result of another dtype than its input")
+    eps = (torch.finfo(torch.float32 if dtype == "f32" else torch.bfloat16).eps
+           if lo.is_none(3) else float(lo.const(3)))
+    lo.emit("RMSNorm", inputs, [out], begin_norm_axis=-1, epsilon=eps)
+
+
+def _last_size_of_input(lo: Lowering) -> bool:
+    """Whether the normalized shape is [x.size(-1)] of input x (or of a tensor of x's
+    sizes, where defer_size_check moved the read), read by this node alone: right at any
+    size, so nothing is pinned."""
+    shape = lo.node.inputsAt(1)
+    listed = shape.node()
+    if listed.kind() != "prim::ListConstruct" or listed.inputsSize() != 1:
+        return False
+    size = listed.inputsAt(0).node()
+    rank = lo.rank(0)
+    return (size.kind() == "aten::size" and size.inputsSize() == 2
+            and size_source(size.inputsAt(0)).unique() == size_source(lo.node.inputsAt(0)).unique()
+            and size.inputsAt(1).node().kind() == "prim::Constant"
+            and size.inputsAt(1).toIValue() in (-1, rank - 1)
+            and len(shape.uses()) == 1 and len(size.output().uses()) == 1)
+
+
+# Measured on oneDNN 3.12: RMSNorm reads as many gammas as it has, whatever the size of
+# the normalized dim, with no error; eager broadcasts a weight over a dim of size 1 (or
+# fails). A group whose RMSNorm has a gamma is pinned to its profiled sizes (at others it
+# runs ATen's rms_norm, one fused kernel too).
+GAMMA_SIZE = "oneDNN's RMSNorm does not check its gamma's size against the input's"
+
+
+def gamma_of_rms_norm(lo: Lowering, a: int, b: int, out: int) -> bool:
+    """A multiply of an RMSNorm's result by a constant vector over the last dim: the
+    RMSNorm takes the vector as its gamma and computes the product, and the multiply joins
+    it, where nothing else reads the result (passes/rms_norm leaves the weight out, as its
+    dtype may differ at other calls; the group's guard pins the profiled ones, and its
+    unfused run keeps eager's two ops)."""
+    for side, gamma in ((0, b), (1, a)):
+        norm = _gammaless_norm(lo, lo.node.inputsAt(side))
+        if norm is not None and _gamma_for(lo, lo.node.inputsAt(1 - side)):
+            norm.inputs.append(gamma)
+            norm.outputs = [out]
+            lo.joins = norm
+            lo.pin_shapes()  # see GAMMA_SIZE
+            return True
+    return False
+
+
+def cast_before_gamma(lo: Lowering) -> bool:
+    """Whether a same-dtype cast (an alias) passes an RMSNorm's result to the multiply that
+    gamma_of_rms_norm will take in: Llama casts back to its input dtype there."""
+    uses = lo.node.output().uses()
+    if len(uses) != 1 or uses[0].user.kind() != "aten::mul":
+        return False
+    mul = uses[0].user
+    other = mul.inputsAt(1 if mul.inputsAt(0).unique() == lo.node.output().unique() else 0)
+    return _gammaless_norm(lo, lo.node.inputsAt(0)) is not None and _gamma_for(lo, other, mul)
+
+
+def _gammaless_norm(lo: Lowering, value: torch._C.Value) -> BackendOp | None:
+    """The RMSNorm without gamma computing `value` (through same-dtype casts the graph maps
+    as its tensor), if every step is read by one node only."""
+    norm = lo.graph.producer(lo.graph.resolve(value.unique()))
+    if norm is None or norm.kind != "RMSNorm" or len(norm.inputs) != 1:
+        return None
+    while len(value.uses()) == 1:
+        if value.unique() == norm.outputs[0]:
+            return norm
+        if lo.graph.resolve(value.unique()) != norm.outputs[0]:
+            return None
+        value = value.node().inputsAt(0)
+    return None
+
+
+def _gamma_for(lo: Lowering, value: torch._C.Value, node: torch._C.Node | None = None) -> bool:
+    """Whether `value`, read by `node` (this one by default), is a constant vector over the
+    last dim of the node's result, of its dtype."""
+    result = (node or lo.node).output().type()
+    t = value.type()
+    if not (value.node().kind() == "prim::Constant" and isinstance(t, torch._C.TensorType)
+            and isinstance(result, torch._C.TensorType) and t.dtype() == result.dtype()):
+        return False
+    try:
+        return t.sizes() == result.sizes()[-1:]
+    except RuntimeError:  # sizes the profiling did not fix
+        return False
 
 
 def _channels_last(sizes: list[int], strides: list[int]) -> bool:

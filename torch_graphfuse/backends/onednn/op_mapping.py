@@ -145,7 +145,7 @@ def map_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int, facts:
                 if lowering.joins is not None:  # mapped as its input: in that op's partition
                     lowering.joins.absorbed += [*lowering.absorbed, node]
                     lowering.joins.shape_sources += lowering.shape_sources
-                    lowering.joins.static_shapes = True
+                    lowering.joins.static_shapes |= entry.static_shapes or lowering.pinned
                 else:
                     backend.ops[start].absorbed = lowering.absorbed
                     backend.ops[start].shape_sources = lowering.shape_sources

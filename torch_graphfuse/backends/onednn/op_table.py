@@ -92,6 +92,8 @@ def _binary(kind: str) -> Lower:
             raise Unsupported("alpha != 1")
         if lo.node.kind() == "aten::div" and lo.n_inputs() > 2 and lo.const(2) is not None:
             raise Unsupported("div with a rounding mode")
+        if kind == "Multiply" and normalization.gamma_of_rms_norm(lo, a, b, out):
+            return
         if _channel_broadcast_hazard(lo, a, b, out):
             lo.pin_shapes()
         lo.emit(kind, [a, b], [out], auto_broadcast="numpy")
