@@ -27,6 +27,7 @@ from torch_graphfuse.testing.fuzz.propose_layers import (
     p_matmul,
     p_mean,
     p_pool,
+    p_rms_norm,
     p_softmax,
 )
 from torch_graphfuse.testing.fuzz.propose_pointwise import (
@@ -59,8 +60,8 @@ from torch_graphfuse.testing.runner import precision
 
 PROPOSERS: list[tuple[Callable[[Gen], int | None], int]] = [
     (p_unary, 16), (p_binary, 14), (p_conv, 9), (p_linear, 5), (p_matmul, 4), (p_addmm, 2),
-    (p_attention, 1), (p_batch_norm, 3), (p_layer_norm, 3), (p_group_norm, 2), (p_diamond, 2),
-    (p_pool, 5),
+    (p_attention, 1), (p_batch_norm, 3), (p_layer_norm, 3), (p_rms_norm, 2), (p_group_norm, 2),
+    (p_diamond, 2), (p_pool, 5),
     (p_mean, 3), (p_cat, 3), (p_softmax, 3), (p_shape, 8), (p_identity, 3), (p_cast, 3),
     (p_inplace, 7), (p_unsupported, 4),
 ]
@@ -85,7 +86,7 @@ def _outputs(g: Gen) -> list[int]:
 
 ANCHORS: list[tuple[Callable[[Gen], int | None], int]] = [
     (p_conv, 5), (p_linear, 3), (p_matmul, 2), (p_addmm, 1), (p_attention, 1), (p_pool, 2),
-    (p_batch_norm, 1), (p_layer_norm, 1), (p_diamond, 2), (p_binary, 3),
+    (p_batch_norm, 1), (p_layer_norm, 1), (p_rms_norm, 1), (p_diamond, 2), (p_binary, 3),
 ]
 
 

@@ -103,6 +103,8 @@ for _n, _aten in (("conv1d", "conv1d"), ("conv2d", "conv2d"), ("conv3d", "conv3d
                   ("linear", "linear"), ("batch_norm", "batch_norm"),
                   ("layer_norm", "layer_norm"), ("group_norm", "group_norm")):
     _kind(_n, "{layer}({0})", aten=[_aten])
+# Hugging Face's RMS normalization chain, which passes/rms_norm folds into aten::rms_norm.
+_kind("rms_norm", "{layer}({0})", aten=["pow", "mean", "add", "rsqrt", "mul", "rms_norm"])
 _kind("const", "{layer}", aten=[])
 # PT2E's per-tensor activation quantization (quantize makes a u8/s8 tensor).
 for _n in ("quantize", "dequantize"):

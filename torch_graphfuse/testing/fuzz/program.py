@@ -78,6 +78,23 @@ def layer_weight(layer: nn.Module) -> Tensor:
     return layer.weight() if isinstance(layer, QuantizedWeight) else layer.weight
 
 
+class RMSNormChain(nn.Module):
+    """RMS normalization as Hugging Face writes it (passes/rms_norm folds it): T5's
+    chain, or Llama's with its casts to float32 and back around it."""
+
+    def __init__(self, dim: int, llama: bool, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.llama, self.eps = llama, eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        dtype = x.dtype
+        if self.llama:
+            x = x.to(torch.float32)
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * (h.to(dtype) if self.llama else h)
+
+
 def make_layer(op: Op) -> nn.Module | None:
     a = op.attrs
     if op.kind.startswith("conv"):
@@ -98,6 +115,12 @@ def make_layer(op: Op) -> nn.Module | None:
             _fill(m, a["seed"], 1)
             with torch.no_grad():
                 m.weight.add_(1.0)
+        return m
+    if op.kind == "rms_norm":
+        m = RMSNormChain(a["dim"], a["llama"], a["eps"])
+        _fill(m, a["seed"], 1)
+        with torch.no_grad():
+            m.weight.add_(1.0)
         return m
     if op.kind == "layer_norm":
         m = nn.LayerNorm(a["dim"], elementwise_affine=a["affine"])

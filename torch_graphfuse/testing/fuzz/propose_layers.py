@@ -154,6 +154,15 @@ def p_layer_norm(g: Gen) -> int | None:
     return g.emit(Op("layer_norm", (x,), attrs))
 
 
+def p_rms_norm(g: Gen) -> int | None:
+    x = g.pick(lambda v: len(g.shape(v)) >= 1 and g.shape(v)[-1] > 1 and g.layer_ok(v))
+    if x is None:
+        return None
+    attrs = {"dim": g.shape(x)[-1], "llama": chance(g.c, 0.5),
+             "eps": choice(g.c, [1e-6, 1e-5]), "seed": g.seed()}
+    return g.emit(Op("rms_norm", (x,), attrs))
+
+
 def p_group_norm(g: Gen) -> int | None:
     """GroupNorm over a 3-d to 5-d value with channels a multiple of 2 (groups of 1, 2 or
     channels / 2); oneDNN fuses it on channels-last inputs only."""
