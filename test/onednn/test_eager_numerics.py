@@ -172,6 +172,20 @@ def test_layer_norm_plus_a_tensor_of_its_shape_keeps_the_sum() -> None:
         assert_matches(out, eager(model, inputs, dtype), dtype)
 
 
+def test_layer_norm_plus_a_bias_keeps_the_sum_at_a_batch_of_one() -> None:
+    # Differential fuzzer, seed 68: a (5,) bias broadcast over a (2, 5) layer_norm result
+    # is right, but at a batch of 1 the bias has the sum's shape, and oneDNN 3.12 drops it
+    # as above. The group is pinned to its profiled sizes.
+    model = Program(lambda self, x: self.norm(x) + self.bias,
+                    bias=torch.randn(5))
+    model.norm = nn.LayerNorm(5, elementwise_affine=False)
+    module, _, graph = fuse(model, [torch.randn(2, 5)])
+    assert runner.fusion_groups(graph)
+    for shape in [(2, 5), (1, 5), (3, 5)]:
+        x = torch.randn(shape)
+        assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_softplus_of_large_negatives_stays_positive(dtype: str) -> None:
     # Found by the fuzzer (bf16 bmm -> softplus(beta=2) -> x / x): oneDNN's SoftPlus

@@ -27,6 +27,7 @@ from .workarounds import (
     SizeVerdict,
     flattened_matmul_broadcast,
     int8_padding_windows,
+    layer_norm_sum,
     pool_operand,
 )
 
@@ -105,6 +106,7 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
             continue
         pinned = SizeVerdict.PIN in (flattened_matmul_broadcast(ops, backend),
                                      pool_operand(ops, backend),
+                                     layer_norm_sum(ops, backend),
                                      int8_padding_windows(ops, backend))
         shape_inputs = candidate.shape_inputs
         made = {v.unique(): v for n in nodes for v in n.outputs()}

@@ -153,7 +153,7 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: workarounds.attention_reshaped_to_5d(c.ops, c.backend),
      "attention with a reshape to 5 dims (oneDNN 3.12's attention kernel crashes compiling "
      "it, taking it for a grouped-query reshape)"),
-    (lambda c: workarounds.layer_norm_sum(c.ops, c.backend),
+    (lambda c: workarounds.layer_norm_sum(c.ops, c.backend) is SizeVerdict.REFUSE,
      "a layer_norm's result added to a tensor of its shape (oneDNN 3.12's layer-norm kernel "
      "drops that sum)"),
     (lambda c: workarounds.eltwise_head_with_binary(c.ops),

@@ -18,8 +18,8 @@ from .graph_desc import BackendGraph, BackendOp
 
 
 class SizeVerdict(enum.Enum):
-    """A verdict on sizes: what `flattened_matmul_broadcast`, `pool_operand` and
-    `int8_padding_windows` find."""
+    """A verdict on sizes: what `flattened_matmul_broadcast`, `pool_operand`,
+    `int8_padding_windows` and `layer_norm_sum` find."""
     SAFE = "safe"
     PIN = "pin"  # safe at the profiled sizes only
     REFUSE = "refuse"
@@ -52,16 +52,27 @@ def eltwise_head_with_binary(ops: list[BackendOp]) -> bool:
         and any(t not in produced and t not in heads for t in op.inputs) for op in ops)
 
 
-def layer_norm_sum(ops: list[BackendOp], backend: BackendGraph) -> bool:
+def layer_norm_sum(ops: list[BackendOp], backend: BackendGraph) -> SizeVerdict:
     """Whether a LayerNorm's result is added to a tensor of the sum's shape: oneDNN 3.12
     makes the add a sum post-op, which its layer-norm kernel accepts and never applies
     (`layer_norm(a) + b` came out as `layer_norm(a)`, 1.7 to 4.3 off). Broadcast
-    operands, other binary ops and other anchors were right."""
+    operands, other binary ops and other anchors were right, but a broadcast operand has
+    the sum's shape where the dims it is broadcast over are 1 (a (5,) bias on a (1, 5)
+    result, found by the fuzzer): the group is pinned to the profiled sizes."""
     norms = {t for op in ops if op.kind == "LayerNorm" for t in op.outputs}
     produced = {t for op in ops for t in op.outputs}
-    return any(op.kind == "Add" and norms & set(op.inputs) and any(
-        t not in produced and backend.tensors[t].sizes == backend.tensors[op.outputs[0]].sizes
-        for t in op.inputs) for op in ops)
+    verdict = SizeVerdict.SAFE
+    for op in ops:
+        if op.kind != "Add" or not norms & set(op.inputs):
+            continue
+        result = backend.tensors[op.outputs[0]].sizes
+        for t in op.inputs:
+            if t in produced:
+                continue
+            if backend.tensors[t].sizes == result:
+                return SizeVerdict.REFUSE
+            verdict = SizeVerdict.PIN
+    return verdict
 
 
 def attention_reshaped_to_5d(ops: list[BackendOp], backend: BackendGraph) -> bool:
