@@ -90,6 +90,7 @@ class Kernel : public GroupBase {
       conv_src_only_.push_back(conv_src && !matmul && !others);
     }
     free_layout_.assign(desc_.inputs.size(), false);
+    free_seen_.assign(desc_.inputs.size(), std::nullopt);
     if (node->hasAttribute(attr::free_layout))
       for (auto i : node->is(attr::free_layout)) free_layout_.at(i) = true;
   }
@@ -218,13 +219,21 @@ class Kernel : public GroupBase {
   // Whether eager would lay out the group's results as in the profiling
   // runs: every input has the layout it had then (the order of any other
   // layout than row-major and channels-last only at the very same strides).
-  // An input another group wrote in oneDNN's layout may have any.
+  // An input another group wrote in oneDNN's layout may also have the layout
+  // it came in at the profiled sizes: at other sizes, that group may have run
+  // unfused and given eager's layout there, which need not be the profiled one.
   std::string layout_change(const std::vector<at::Tensor>& inputs,
                             const std::vector<Layout>& layouts,
                             const std::vector<Dims>& given) const {
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto& d = desc_.tensors.at(desc_.inputs[i]);
-      if (free_layout_[i] || d.strides.empty() || d.dims.empty()) continue;
+      if (d.strides.empty() || d.dims.empty()) continue;
+      if (free_layout_[i]) {
+        const auto& seen = free_seen_[i];
+        if (!seen || (seen->first == layouts[i] &&
+                      (seen->first != Layout::kOther || seen->second == given[i])))
+          continue;
+      }
       auto profiled = layout_of(d.dims, d.strides);
       if (profiled != layouts[i] ||
           (profiled == Layout::kOther && given[i] != d.strides))
@@ -284,6 +293,9 @@ class Kernel : public GroupBase {
       in_lts.emplace_back(d.id, *dtype, t.sizes().vec(), strides[i], property);
       profiled = profiled && t.sizes().vec() == d.dims;
     }
+    if (why.empty() && profiled)
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (free_layout_[i] && !free_seen_[i]) free_seen_[i] = std::make_pair(layouts[i], given[i]);
     if (why.empty()) why = layout_change(inputs, layouts, given);
     std::optional<Compiled> compiled;
     if (why.empty()) {
@@ -466,6 +478,9 @@ class Kernel : public GroupBase {
   const GraphDesc desc_;
   std::vector<bool> any_layout_;  // per output: only other fusion groups read it
   std::vector<bool> free_layout_;  // per input: another group wrote it in oneDNN's layout
+  // Per free-layout input: its layout (and strides) at the first compile of the profiled
+  // sizes, the layout the other group gives when it runs fused.
+  std::vector<std::optional<std::pair<Layout, Dims>>> free_seen_;
   std::vector<bool> matmul_only_;  // per input: only MatMul ops read it (bound as it comes)
   std::vector<bool> conv_src_only_;  // per input: only as a Convolution's source
   size_t shape_inputs_ = 0;       // last inputs (before the finite flags): read for sizes only
