@@ -23,9 +23,8 @@ using torch::jit::Node;
 using torch::jit::Stack;
 
 // True when each guarded input still has the dtype, device and rank the
-// group was built for (its exact sizes where the type gives them, and strides
-// where `exact_strides`); else
-// the group runs unfused.
+// group was built for (each size the type gives, and strides where
+// `exact_strides`); else the group runs unfused.
 bool guard_holds(const std::vector<int64_t>& guarded, const std::vector<c10::TypePtr>& types,
                  const torch::jit::Stack& stack, size_t n, bool exact_strides) {
   auto inputs = torch::jit::last(stack, n);
@@ -39,8 +38,9 @@ bool guard_holds(const std::vector<int64_t>& guarded, const std::vector<c10::Typ
     if (auto dtype = expected.scalarType(); dtype && t.scalar_type() != *dtype) return false;
     if (auto device = expected.device(); device && t.device() != *device) return false;
     if (auto dim = expected.dim(); dim && t.dim() != static_cast<int64_t>(*dim)) return false;
-    if (auto sizes = expected.sizes().concrete_sizes(); sizes && *sizes != t.sizes().vec())
-      return false;
+    const auto& sizes = expected.sizes();
+    for (size_t d = 0; d < sizes.size().value_or(0); ++d)
+      if (auto size = sizes[d]; size && *size != t.size(static_cast<int64_t>(d))) return false;
     if (auto strides = expected.strides().concrete_sizes();
         exact_strides && strides && *strides != t.strides().vec())
       return false;

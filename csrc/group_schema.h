@@ -35,6 +35,7 @@ inline constexpr const char* kAllFinite = "graphfuse::all_finite";
   X(label, "label", "the group's name in the profiler, the log and the report")             \
   X(report, "report", "the id of the pipeline run's report the group belongs to")           \
   X(static_shapes, "static_shapes", "1 when a mapping baked in the profiled sizes")         \
+  X(last_dims, "last_dims", "inputs whose last size a mapping baked in (guarded)")         \
   X(shape_inputs, "shape_inputs", "how many last inputs only the shape arithmetic reads")   \
   X(finite_inputs, "finite_inputs", "the inputs the mapping assumes finite")                \
   X(guarded, "guarded", "the inputs the type guard checks")                                 \

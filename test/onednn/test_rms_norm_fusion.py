@@ -1,8 +1,8 @@
 """RMS normalization runs as oneDNN's one RMSNorm kernel: Hugging Face's six-op chain
 (folded by passes/rms_norm) with its weight's multiply as gamma, through a same-dtype
 cast as Llama writes it, with eager's result at any size, on non-finite values too.
-A group whose RMSNorm has a gamma, or normalizes a size named as a constant, is pinned
-to its profiled sizes (oneDNN checks neither), where eager broadcasts or checks them."""
+A group whose RMSNorm has a gamma, or normalizes a size named as a constant, guards its
+input's last size (oneDNN checks neither), where eager broadcasts or checks it."""
 
 from __future__ import annotations
 
@@ -86,14 +86,20 @@ def test_without_gamma_other_sequence_lengths_run_fused() -> None:
     assert stats["fallbacks"] == 0 and stats["fused_runs"] > 0, stats
 
 
-def test_with_gamma_other_sizes_give_eagers_result() -> None:
+def test_with_gamma_other_lengths_run_fused_and_another_width_unfused() -> None:
     model = LlamaNormAlone()
     module, _, _ = fuse(model, [torch.randn(1, 12, 64)])
-    for shape in [(1, 31, 64), (2, 12, 1)]:  # a last dim of 1: eager broadcasts the weight
+    torch_graphfuse.reset_kernel_stats()
+    for shape in [(1, 31, 64), (3, 5, 64)]:
         x = torch.randn(shape)
-        out, ref = run(module, [x]), eager(model, [x])
-        assert out.shape == ref.shape
-        assert_matches(out, ref, "fp32")
+        assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+    stats = torch_graphfuse.kernel_stats()
+    assert stats["fallbacks"] == 0 and stats["fused_runs"] == 2, stats
+    x = torch.randn(2, 12, 1)  # eager broadcasts the weight over a last dim of 1
+    out, ref = run(module, [x]), eager(model, [x])
+    assert out.shape == ref.shape == (2, 12, 64)
+    assert_matches(out, ref, "fp32")
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 1
 
 
 @pytest.mark.parametrize("special", [float("nan"), float("inf"), 1e20],

@@ -35,6 +35,9 @@ class Partition:
     backend: str  # the kernel that runs it (the FusionGroup's `backend` attribute)
     offered_by: str  # who chose the region, as the report says it (its backend's)
     shape_inputs: int = 0
+    # Input ids whose profiled last size a mapping baked in (where static_shapes is not
+    # set): the guard checks that size.
+    last_dims: frozenset[int] = frozenset()
     # Views the group takes of the description's results (fusion/boundary_views): the
     # tail's nodes, and the results it reads (`outputs` are then the tail's).
     tail: list[torch._C.Node] = field(default_factory=list)

@@ -172,7 +172,12 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
             # The external kernel lays the executor's outputs over these: the optimized
             # graph keeps attributes, not the profiled types of values.
             group.tys_(ATTR.output_types, [v.type() for v in part.outputs])
-        group.i_(ATTR.static_shapes, int(part.static_shapes))
+        # A pinned last size of a tensor the head views instead of taking pins them all.
+        last_dims = [i for i, v in enumerate(part.input_ids) if v in part.last_dims]
+        static = part.static_shapes or len(last_dims) < len(part.last_dims)
+        group.i_(ATTR.static_shapes, int(static))
+        if last_dims and not static:
+            group.is_(ATTR.last_dims, last_dims)
         if part.shape_inputs:
             group.i_(ATTR.shape_inputs, part.shape_inputs)
         if part.assumes_finite:

@@ -57,6 +57,8 @@ class BackendOp:
     shape_sources: list[torch._C.Value] = field(default_factory=list)
     # Right for the profiled sizes only (see lowering.Entry.static_shapes).
     static_shapes: bool = False
+    # Tensors whose profiled last size it is right for only (Lowering.pin_last_dim).
+    last_dims: frozenset[int] = frozenset()
     # Right only while these graph inputs are finite (see passes/finiteness).
     assumes_finite: frozenset[int] = frozenset()
 

@@ -67,6 +67,8 @@ class Lowering:
         # Tensors whose profiled sizes an absorbed shape computation reads.
         self.shape_sources: list[torch._C.Value] = []
         self.pinned = False  # the mapping used profiled sizes: guard exact sizes
+        # Tensors whose profiled last size the mapping baked in: the guard checks that one.
+        self.last_dims: set[int] = set()
         # The op whose partition takes the node (an alias of its result, or an operand it
         # takes in): the node emits nothing.
         self.joins: BackendOp | None = None
@@ -131,6 +133,10 @@ class Lowering:
     def pin_shapes(self) -> None:
         """This mapping is right for the profiled sizes only."""
         self.pinned = True
+
+    def pin_last_dim(self, tensor: int) -> None:
+        """This mapping is right for the tensor's profiled last size only."""
+        self.last_dims.add(tensor)
 
     def out_sizes(self, i: int = 0) -> list[int]:
         sizes = self.graph.tensors[self.output(i)].sizes

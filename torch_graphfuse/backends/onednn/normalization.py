@@ -56,9 +56,9 @@ def rms_norm(lo: Lowering) -> None:
     else:
         # oneDNN normalizes the last dim whatever its size; eager checks it against the
         # shape given.
-        lo.pin_shapes()
+        lo.pin_last_dim(lo.input(0))
     if not lo.is_none(2):
-        lo.pin_shapes()  # see GAMMA_SIZE
+        lo.pin_last_dim(lo.input(0))  # see GAMMA_SIZE
     x, out = lo.input(0), lo.output()
     dtype = lo.graph.tensors[x].dtype
     inputs = [x] if lo.is_none(2) else [x, lo.input(2)]
@@ -88,8 +88,7 @@ def _last_size_of_input(lo: Lowering) -> bool:
 
 # Measured on oneDNN 3.12: RMSNorm reads as many gammas as it has, whatever the size of
 # the normalized dim, with no error; eager broadcasts a weight over a dim of size 1 (or
-# fails). A group whose RMSNorm has a gamma is pinned to its profiled sizes (at others it
-# runs ATen's rms_norm, one fused kernel too).
+# fails). The group's guard checks the input's last size against the profiled one.
 GAMMA_SIZE = "oneDNN's RMSNorm does not check its gamma's size against the input's"
 
 
@@ -105,7 +104,7 @@ def gamma_of_rms_norm(lo: Lowering, a: int, b: int, out: int) -> bool:
             norm.inputs.append(gamma)
             norm.outputs = [out]
             lo.joins = norm
-            lo.pin_shapes()  # see GAMMA_SIZE
+            lo.pin_last_dim(norm.inputs[0])  # see GAMMA_SIZE
             return True
     return False
 

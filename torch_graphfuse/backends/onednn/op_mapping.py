@@ -146,11 +146,13 @@ def map_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int, facts:
                     lowering.joins.absorbed += [*lowering.absorbed, node]
                     lowering.joins.shape_sources += lowering.shape_sources
                     lowering.joins.static_shapes |= entry.static_shapes or lowering.pinned
+                    lowering.joins.last_dims |= lowering.last_dims
                 else:
                     backend.ops[start].absorbed = lowering.absorbed
                     backend.ops[start].shape_sources = lowering.shape_sources
                 for op in backend.ops[start:]:
                     op.static_shapes = entry.static_shapes or lowering.pinned
+                    op.last_dims = frozenset(lowering.last_dims)
                     op.assumes_finite = lowering.assumes_finite
                 for v in (*node.inputs(), *node.outputs(), *lowering.constants,
                           *(x for n in lowering.absorbed for x in n.inputs())):

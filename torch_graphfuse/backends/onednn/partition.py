@@ -117,7 +117,8 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
                                 pinned or any(op.static_shapes for op in ops),
                                 frozenset().union(*(op.assumes_finite for op in ops)),
                                 backend=BACKEND, offered_by=OFFERED_BY,
-                                shape_inputs=len(shape_inputs)))
+                                shape_inputs=len(shape_inputs),
+                                last_dims=frozenset().union(*(op.last_dims for op in ops))))
         log.update(NAME, f"partition [{describe(nodes)}]: {len(in_ids)} inputs, "
                          f"{len(out_ids)} outputs")
     result, absorbed = boundary_views.extend(graph, mapped.block, result)
