@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from fusion_check import DTYPES, check, check_nonfinite_call, group_kinds
+from fusion_check import DTYPES, check, check_nonfinite_call, fused_and_eager, group_kinds
 from test_conv_fusion import ELTWISE, FINITE_ONLY_ELTWISE
 from torch import nn
 from torch.nn import functional as F
@@ -150,3 +150,36 @@ class FusedQkv(nn.Module):
 def test_same_shape_view_read_outside_keeps_the_linear_fused(dtype: str) -> None:
     graph = check(FusedQkv(), [torch.randn(2, 8, 16)], dtype, groups=1)
     assert "aten::linear" in [k for g in group_kinds(graph) for k in g], graph
+
+
+class HeadsProjection(nn.Module):
+    """A key projection split into heads and made contiguous, as whisper and BART write
+    it; `reader` also reads the transposed heads (a view of them is kept)."""
+
+    def __init__(self, reader: bool = False) -> None:
+        super().__init__()
+        self.k = nn.Linear(64, 64)
+        self.reader = reader
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        heads = self.k(x).view(1, 12, 4, 16).transpose(1, 2)
+        if self.reader:
+            return heads.contiguous(), heads * 2
+        return heads.contiguous()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_contiguous_heads_are_the_projections_output_layout(dtype: str) -> None:
+    # The projection's group writes the heads densely (oneDNN's reorder inside it) and
+    # the copy joins it: no standalone contiguous, and the result is row-major as eager's.
+    graph = check(HeadsProjection(), [torch.randn(1, 12, 64)], dtype, groups=1, left=[])
+    assert "aten::contiguous" in group_kinds(graph)[0]
+    out, ref, _ = fused_and_eager(HeadsProjection(), [torch.randn(1, 12, 64)], dtype)
+    assert out.stride() == ref.stride() == (768, 192, 16, 1)
+
+
+def test_contiguous_heads_read_elsewhere_stay_a_copy() -> None:
+    model = HeadsProjection(reader=True)
+    x = torch.randn(1, 12, 64)
+    graph = check(model, [x], left=None)
+    assert all("aten::contiguous" not in g for g in group_kinds(graph)), graph

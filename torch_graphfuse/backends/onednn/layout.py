@@ -54,7 +54,39 @@ def reshape(lo: Lowering) -> None:
 
 @lowering("aten::contiguous")
 def contiguous(lo: Lowering) -> None:
-    lo.emit("Reorder", [lo.input(0)], [lo.output()])
+    x, out = lo.input(0), lo.output()
+    if _written_in_place(lo, x, out):
+        return
+    lo.emit("Reorder", [x], [out])
+
+
+def _written_in_place(lo: Lowering, x: int, out: int) -> bool:
+    """A contiguous copy of a result a backend op computes for it alone (Hugging Face's
+    `.transpose(1, 2).contiguous()` after a projection): that op writes its result in the
+    copy's strides, and the node joins its partition (oneDNN partitions a Reorder after a
+    transpose alone, which would copy again)."""
+    spec = lo.graph.tensors[x]
+    value = lo.node.inputsAt(0)
+    if (len(value.uses()) != 1 or lo.graph.resolve(value.unique()) != x
+            or lo.graph.tensors[out].strides is None or spec.sizes != lo.graph.tensors[out].sizes
+            or not _computed(lo, x)):
+        return False
+    profiled = spec.strides
+    spec.strides = list(lo.graph.tensors[out].strides or [])
+    if lo.alias_input():
+        return True
+    spec.strides = profiled
+    return False
+
+
+def _computed(lo: Lowering, tensor: int) -> bool:
+    """Whether a MatMul computes the tensor, through reshapes and transposes: oneDNN takes
+    that chain as one partition (a view of a tensor the partition takes, or of a copy,
+    would leave the contiguous node in a partition of views, which the policy refuses)."""
+    op = lo.graph.producer(tensor)
+    while op is not None and op.kind in ("StaticReshape", "StaticTranspose"):
+        op = lo.graph.producer(op.inputs[0])
+    return op is not None and op.kind == "MatMul"
 
 
 @lowering("aten::to")
