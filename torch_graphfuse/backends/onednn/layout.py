@@ -55,28 +55,24 @@ def reshape(lo: Lowering) -> None:
 @lowering("aten::contiguous")
 def contiguous(lo: Lowering) -> None:
     x, out = lo.input(0), lo.output()
-    if _written_in_place(lo, x, out):
+    if _producer_writes_copy(lo, x, out):
         return
     lo.emit("Reorder", [x], [out])
 
 
-def _written_in_place(lo: Lowering, x: int, out: int) -> bool:
+def _producer_writes_copy(lo: Lowering, x: int, out: int) -> bool:
     """A contiguous copy of a result a backend op computes for it alone (Hugging Face's
     `.transpose(1, 2).contiguous()` after a projection): that op writes its result in the
     copy's strides, and the node joins its partition (oneDNN partitions a Reorder after a
     transpose alone, which would copy again)."""
-    spec = lo.graph.tensors[x]
+    spec, copy = lo.graph.tensors[x], lo.graph.tensors[out]
     value = lo.node.inputsAt(0)
     if (len(value.uses()) != 1 or lo.graph.resolve(value.unique()) != x
-            or lo.graph.tensors[out].strides is None or spec.sizes != lo.graph.tensors[out].sizes
-            or not _computed(lo, x)):
+            or copy.strides is None or spec.sizes != copy.sizes or not _computed(lo, x)
+            or not lo.alias_input()):
         return False
-    profiled = spec.strides
-    spec.strides = list(lo.graph.tensors[out].strides or [])
-    if lo.alias_input():
-        return True
-    spec.strides = profiled
-    return False
+    spec.strides = list(copy.strides)
+    return True
 
 
 def _computed(lo: Lowering, tensor: int) -> bool:

@@ -161,10 +161,11 @@ class Lowering:
             raise Unsupported(f"argument {i} is not a constant")
         return value.toIValue()
 
-    def shape(self, i: int) -> Any:
+    def shape(self, i: int, pin: bool = True) -> Any:
         """Argument i, a constant or a shape computed from sizes (passes/shape_arguments):
         its value at the profiled sizes. The computation joins the node's partition, and
-        the group's guard pins the sizes it reads."""
+        the group's guard pins the sizes it reads (unless the mapping is right at any, as
+        the caller says with `pin`)."""
         value = self.node.inputsAt(i)
         if value.node().kind() == "prim::Constant":
             return value.toIValue()
@@ -175,7 +176,8 @@ class Lowering:
             raise Unsupported(f"argument {i} is shape arithmetic other nodes read")
         self.absorbed += found.nodes
         self.shape_sources += found.sources
-        self.pin_shapes()
+        if pin:
+            self.pin_shapes()
         return found.value
 
     def alias_input(self) -> bool:

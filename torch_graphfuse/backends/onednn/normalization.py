@@ -47,19 +47,14 @@ def layer_norm(lo: Lowering) -> None:
 @lowering("aten::rms_norm", worth_alone=True)
 def rms_norm(lo: Lowering) -> None:
     # (input, normalized_shape, weight?, eps?)
-    if _last_size_of_input(lo):
-        size = lo.node.inputsAt(1).node().inputsAt(0).node()
-        lo.absorbed += [size, lo.node.inputsAt(1).node()]
-        lo.shape_sources.append(size.inputsAt(0))
-    elif len(lo.shape(1)) != 1:
-        raise Unsupported("rms_norm over more than one dim")
-    else:
-        # oneDNN normalizes the last dim whatever its size; eager checks it against the
-        # shape given.
-        lo.pin_last_dim(lo.input(0))
-    if not lo.is_none(2):
-        lo.pin_last_dim(lo.input(0))  # see GAMMA_SIZE
     x, out = lo.input(0), lo.output()
+    own_size = _last_size_of_input(lo)
+    if len(lo.shape(1, pin=not own_size)) != 1:
+        raise Unsupported("rms_norm over more than one dim")
+    if not own_size or not lo.is_none(2):
+        # oneDNN normalizes the last dim whatever its size (and see GAMMA_SIZE); eager
+        # checks it against a shape given otherwise, or broadcasts a weight over it.
+        lo.pin_last_dim(x)
     dtype = lo.graph.tensors[x].dtype
     inputs = [x] if lo.is_none(2) else [x, lo.input(2)]
     if any(lo.graph.tensors[t].dtype != dtype for t in (*inputs, out)):
