@@ -1,0 +1,145 @@
+"""Size reads move to the value their result is known from: through shape-preserving ops,
+through a transpose or permute to the input's dimension, and through a view to the size its
+shape gives. Then the heads' merge after attention joins the output projection's group."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from fusion_check import assert_matches, eager, fuse, group_kinds, run
+from torch import nn
+
+from torch_graphfuse.passes import defer_size_check
+from torch_graphfuse.testing import runner
+
+
+def _size_reads(source: str) -> list[tuple[str, object]]:
+    """(the read tensor's name, or its op where it is no input; the dim) of each size the
+    graph returns, or ("value", the constant or the value's name) where it is no read."""
+    graph = torch._C.parse_ir(source)
+    defer_size_check.run(graph)
+    reads = []
+    for value in graph.return_node().inputs():
+        node = value.node()
+        if node.kind() == "aten::size":
+            read = node.inputsAt(0)
+            name = read.debugName() if read.node().kind() == "prim::Param" else read.node().kind()
+            reads.append((name, node.inputsAt(1).toIValue()))
+        else:
+            reads.append(("value", value.toIValue() if node.kind() == "prim::Constant"
+                          else value.debugName()))
+    return reads
+
+
+def test_size_of_a_transpose_reads_the_swapped_dim_of_its_input() -> None:
+    assert _size_reads("""
+        graph(%x : Float(2, 3, 4, 5)):
+          %one : int = prim::Constant[value=1]()
+          %two : int = prim::Constant[value=-2]()
+          %zero : int = prim::Constant[value=0]()
+          %t : Tensor = aten::transpose(%x, %one, %two)
+          %a : int = aten::size(%t, %one)
+          %b : int = aten::size(%t, %two)
+          %c : int = aten::size(%t, %zero)
+          return (%a, %b, %c)""") == [("x", 2), ("x", 1), ("x", 0)]
+
+
+def test_size_through_a_copy_and_a_permute() -> None:
+    assert _size_reads("""
+        graph(%x : Float(2, 3, 4)):
+          %order : int[] = prim::Constant[value=[2, 0, 1]]()
+          %format : int = prim::Constant[value=0]()
+          %last : int = prim::Constant[value=-1]()
+          %p : Float(4, 2, 3) = aten::permute(%x, %order)
+          %c : Tensor = aten::contiguous(%p, %format)
+          %a : int = aten::size(%c, %last)
+          return (%a)""") == [("x", 1)]
+
+
+def test_size_of_a_view_is_the_size_its_shape_gives() -> None:
+    assert _size_reads("""
+        graph(%x : Float(2, 12), %y : Float(7, 3)):
+          %zero : int = prim::Constant[value=0]()
+          %one : int = prim::Constant[value=1]()
+          %three : int = prim::Constant[value=3]()
+          %b : int = aten::size(%y, %zero)
+          %shape : int[] = prim::ListConstruct(%b, %three, %b)
+          %v : Tensor = aten::view(%x, %shape)
+          %p : int = aten::size(%v, %zero)
+          %q : int = aten::size(%v, %one)
+          return (%p, %q)""") == [("y", 0), ("value", 3)]
+
+
+def test_size_an_inferred_view_dim_gives_is_read_from_the_view() -> None:
+    """-1 is no size: the view's result is read (and the other dim is not moved)."""
+    assert _size_reads("""
+        graph(%x : Float(2, 12)):
+          %one : int = prim::Constant[value=1]()
+          %infer : int = prim::Constant[value=-1]()
+          %four : int = prim::Constant[value=4]()
+          %shape : int[] = prim::ListConstruct(%four, %infer)
+          %v : Tensor = aten::reshape(%x, %shape)
+          %s : int = aten::size(%v, %one)
+          return (%s)""") == [("aten::reshape", 1)]
+
+
+def test_size_of_a_dim_out_of_range_stays_where_eager_raises() -> None:
+    assert _size_reads("""
+        graph(%x : Float(2, 3)):
+          %zero : int = prim::Constant[value=0]()
+          %one : int = prim::Constant[value=1]()
+          %five : int = prim::Constant[value=5]()
+          %t : Tensor = aten::transpose(%x, %zero, %one)
+          %s : int = aten::size(%t, %five)
+          return (%s)""") == [("aten::transpose", 5)]
+
+
+class MergeHeads(nn.Module):
+    """GPT-2's attention output: heads merged with the merged tensor's own sizes, then
+    projected over the flattened tokens and viewed back with those sizes too (its Conv1D).
+    `contiguous_query` copies the query as whisper does, so attention writes (batch, heads,
+    tokens, dim) and the merge copies in eager too."""
+
+    def __init__(self, contiguous_query: bool = False) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(32, 96)
+        self.weight = nn.Parameter(torch.randn(32, 32) / 6)
+        self.bias = nn.Parameter(torch.randn(32))
+        self.contiguous_query = contiguous_query
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq = x.size(0), x.size(1)
+        q, k, v = (t.view(batch, seq, 4, -1).transpose(1, 2)
+                   for t in self.qkv(x).split(32, dim=2))
+        if self.contiguous_query:
+            q = q.contiguous()
+        a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).contiguous()
+        a = a.reshape(a.size(0), a.size(1), -1)
+        flat = torch.addmm(self.bias, a.view(-1, a.size(-1)), self.weight)
+        return flat.view(a.size(0), a.size(1), 32)
+
+
+def _projection_group(graph: torch._C.Graph) -> list[str]:
+    """The kinds of the group computing the projection (a product with no split)."""
+    return next(kinds for kinds in group_kinds(graph)
+                if "aten::mm" in kinds and "aten::split" not in kinds)
+
+
+def test_merge_of_heads_joins_the_projection_as_its_head() -> None:
+    model, x = MergeHeads().eval(), torch.randn(2, 8, 32)
+    module, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    assert {"aten::contiguous", "aten::reshape"} <= set(_projection_group(graph)), graph
+    unfused = runner.unfused_kinds(graph)
+    assert not {"aten::transpose", "aten::contiguous", "aten::reshape"} & set(unfused), graph
+    for other in (torch.randn(1, 5, 32), torch.randn(2, 8, 32)):
+        assert_matches(run(module, [other]), eager(model, [other]), "fp32")
+
+
+def test_merge_of_heads_that_copies_stays_with_aten() -> None:
+    model, x = MergeHeads(contiguous_query=True).eval(), torch.randn(2, 8, 32)
+    module, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    assert "aten::contiguous" in runner.unfused_kinds(graph), graph
+    other = torch.randn(3, 6, 32)
+    assert_matches(run(module, [other]), eager(model, [other]), "fp32")
