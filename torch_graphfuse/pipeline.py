@@ -3,7 +3,7 @@ profiled graph while fusion is enabled:
 
     mutation_removal -> reference_quantization -> quantized_weights -> split_dequantize
       -> decompose -> rms_norm
-      -> prepare_binary -> defer_size_check -> shape_arguments
+      -> prepare_binary -> defer_size_check -> shape_arguments -> alias_casts
       -> finiteness -> integer_data
       -> per block, each registered backend's partitioner -> rewrite
       -> type_guard -> each backend's own passes on its groups -> finite_guard
@@ -30,6 +30,7 @@ from .backends import registry
 from .backends.base import Backend, BlockPartitioner, GraphFacts
 from .fusion import finite_guard, rewrite, type_guard
 from .passes import (
+    alias_casts,
     decompose,
     defer_size_check,
     finiteness,
@@ -106,6 +107,7 @@ def _run_passes(graph: torch._C.Graph) -> None:
     log.logged_pass("prepare_binary", graph, lambda: prepare_binary.run(graph))
     log.logged_pass("defer_size_check", graph, lambda: defer_size_check.run(graph))
     log.logged_pass("shape_arguments", graph, lambda: shape_arguments.run(graph))
+    log.logged_pass("alias_casts", graph, lambda: alias_casts.run(graph))
     groups: list[torch._C.Node] = []
     report = FusionReport()
     facts = GraphFacts(graph, finiteness.analyze(graph), integer_data.analyze(graph), report)

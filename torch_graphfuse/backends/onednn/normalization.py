@@ -104,17 +104,6 @@ def gamma_of_rms_norm(lo: Lowering, a: int, b: int, out: int) -> bool:
     return False
 
 
-def cast_before_gamma(lo: Lowering) -> bool:
-    """Whether a same-dtype cast (an alias) passes an RMSNorm's result to the multiply that
-    gamma_of_rms_norm will take in: Llama casts back to its input dtype there."""
-    uses = lo.node.output().uses()
-    if len(uses) != 1 or uses[0].user.kind() != "aten::mul":
-        return False
-    mul = uses[0].user
-    other = mul.inputsAt(1 if mul.inputsAt(0).unique() == lo.node.output().unique() else 0)
-    return _gammaless_norm(lo, lo.node.inputsAt(0)) is not None and _gamma_for(lo, other, mul)
-
-
 def _gammaless_norm(lo: Lowering, value: torch._C.Value) -> BackendOp | None:
     """The RMSNorm without gamma computing `value` (through same-dtype casts the graph maps
     as its tensor), if every step is read by one node only."""

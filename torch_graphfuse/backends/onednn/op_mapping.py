@@ -17,7 +17,7 @@ import torch
 from ... import log
 from ...passes import shape_arguments
 from ...passes.finiteness import Facts
-from .graph_desc import BackendGraph
+from .graph_desc import BACKEND_DTYPES, BackendGraph
 from .lowering import Lowering, Unsupported, tensor_spec
 from .op_table import LOWERINGS, NOT_MAPPED
 
@@ -89,6 +89,23 @@ def _list_taken_in(node: torch._C.Node) -> bool:
     return entry is not None and entry.list_input == use.offset
 
 
+def _alias_cast(node: torch._C.Node) -> bool:
+    """`x.to(x.dtype)` at the profiled dtypes, read by one node a mapping may take: eager
+    returns x itself (copy=False, no memory format), so it waits for its user's mapping,
+    which reads x in its place and takes the node in (the group's guard pins x's dtype; its
+    unfused run keeps the cast)."""
+    if node.kind() != "aten::to" or node.inputsSize() != 5 or len(node.output().uses()) != 1:
+        return False
+    x, out = node.inputsAt(0).type(), node.output().type()
+    flags = node.inputsAt(3)
+    return (isinstance(x, torch._C.TensorType) and isinstance(out, torch._C.TensorType)
+            and x.dtype() in BACKEND_DTYPES and x.dtype() == out.dtype()
+            and node.inputsAt(1).node().kind() == "prim::Constant"
+            and flags.node().kind() == "prim::Constant" and flags.toIValue() is False
+            and node.inputsAt(4).node().mustBeNone()
+            and node.output().uses()[0].user.kind() in LOWERINGS)
+
+
 def _pending_shapes(nodes: list[torch._C.Node]) -> dict[torch._C.Node, shape_arguments.ShapeChain]:
     """The views whose shape is arithmetic over sizes that they alone read: that arithmetic
     waits for their mapping, which takes it in."""
@@ -120,7 +137,7 @@ def map_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int, facts:
                        [tensor(v) for v in node.outputs()], node=node)
 
     defined = {v.unique() for v in block.inputs()}
-    # Lists waiting for their user's mapping, by the list value's id.
+    # Lists and alias casts waiting for their user's mapping, by their value's id.
     waiting: dict[int, torch._C.Node] = {}
     shapes = _pending_shapes(mapped.nodes)
     waiting_shape = {n for found in shapes.values() for n in found.nodes}
@@ -130,6 +147,9 @@ def map_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int, facts:
             pass
         elif _list_taken_in(node):
             waiting[node.output().unique()] = node
+        elif _alias_cast(node):
+            waiting[node.output().unique()] = node
+            backend.aliases[node.output().unique()] = tensor(node.inputsAt(0))
         elif entry is None or list(node.blocks()):
             mapped.unmapped[node] = (NOT_MAPPED.get(node.kind(), "no mapping") if entry is None
                                      else "has blocks")
@@ -142,6 +162,9 @@ def map_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int, facts:
                 if entry.finite_only and not lowering.finite(0):
                     raise Unsupported(f"{entry.finite_only}, and its input is not proven finite")
                 entry.lower(lowering)
+                lowering.absorbed += [waiting.pop(v.unique()) for v in node.inputs()
+                                      if v.unique() in waiting
+                                      and waiting[v.unique()].kind() == "aten::to"]
                 if lowering.joins is not None:  # mapped as its input: in that op's partition
                     lowering.joins.absorbed += [*lowering.absorbed, node]
                     lowering.joins.shape_sources += lowering.shape_sources
@@ -163,7 +186,8 @@ def map_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int, facts:
                 mapped.unmapped[node] = str(e)
         if node in mapped.unmapped:
             for v in node.inputs():
-                if v.unique() in waiting:  # the list's user is not mapped after all
+                if v.unique() in waiting:  # the list's or cast's user is not mapped after all
+                    backend.aliases.pop(v.unique(), None)
                     wildcard(waiting.pop(v.unique()), list(v.node().inputs()))
             wildcard(node, [*node.inputs(), *_captured(node, defined)])
         if node in shapes:
