@@ -1,6 +1,7 @@
 // The graphfuse::FusionGroup operator: each node gets the kernel of its
-// backend (onednn/onednn_kernel.cpp, external_kernel.cpp) over what they share here:
-// the guard, the finite flags and the unfused fallback. Also
+// backend (onednn/onednn_kernel.cpp, constant_kernel.cpp, external_kernel.cpp)
+// over what they share here: the guard, the finite flags and the unfused
+// fallback. Also
 // graphfuse::all_finite, the check finite_guard inserts.
 #include "group.h"
 
@@ -101,9 +102,10 @@ torch::jit::RegisterOperators register_ops({
     torch::jit::Operator(
         c10::Symbol::fromQualString(kGroupKind),
         [](const Node* node) -> torch::jit::Operation {
-          if (node->hasAttribute(attr::backend) && node->s(attr::backend) != kOneDnnBackend)
-            return external_group(node);
-          return onednn_group(node);
+          if (!node->hasAttribute(attr::backend) || node->s(attr::backend) == kOneDnnBackend)
+            return onednn_group(node);
+          if (node->s(attr::backend) == kConstantBackend) return constant_group(node);
+          return external_group(node);
         },
         c10::AliasAnalysisKind::PURE_FUNCTION),
 });

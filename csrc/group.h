@@ -93,5 +93,6 @@ inline size_t us_since(std::chrono::steady_clock::time_point start) {
 // The kernel of each backend, as the operation of its fusion group's node.
 torch::jit::Operation onednn_group(const torch::jit::Node* node);
 torch::jit::Operation external_group(const torch::jit::Node* node);
+torch::jit::Operation constant_group(const torch::jit::Node* node);
 
 }  // namespace graphfuse

@@ -24,6 +24,10 @@ inline constexpr const char* kGroupKind = "graphfuse::FusionGroup";
 // The `backend` of the groups the built-in oneDNN kernel runs; a group of any
 // other backend runs through the executor that backend's Python side made.
 inline constexpr const char* kOneDnnBackend = "onednn";
+// The `backend` of the groups whose outputs are constants computed from the
+// profiled sizes of their inputs (constant_kernel.cpp): `desc` holds how many
+// inputs those are, and the outputs are the inputs after them.
+inline constexpr const char* kConstantBackend = "constant";
 // The op that tells, before a group runs, whether tensors are all finite.
 inline constexpr const char* kAllFinite = "graphfuse::all_finite";
 

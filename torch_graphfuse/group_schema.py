@@ -10,8 +10,9 @@ sizes are guarded where a mapping baked them in, and part of the kernel's spec
 otherwise); then one bool per `finite_inputs` entry, which the `ALL_FINITE` op
 computes just before the group. Outputs are new tensors, or with a `tail`, that
 graph's views of them (fusion/boundary_views). The `backend` attribute names the
-kernel: `ONEDNN` for the built-in oneDNN kernel, any other runs through the
-executor its backend registered.
+kernel: `ONEDNN` for the built-in oneDNN kernel, `CONSTANT` for the built-in kernel that
+returns values computed from the profiled sizes (backends/constant), any other runs
+through the executor its backend registered.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 
 from . import _C
 
-KIND, ALL_FINITE, ONEDNN, _ATTRIBUTES = _C._group_schema()
+KIND, ALL_FINITE, ONEDNN, CONSTANT, _ATTRIBUTES = _C._group_schema()
 # field -> the attribute's name on the node, e.g. ATTR.subgraph == "Subgraph" (the header
 # says what each holds).
 ATTR = SimpleNamespace(**_ATTRIBUTES)

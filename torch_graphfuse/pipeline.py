@@ -75,7 +75,8 @@ def fuse_block(graph: torch._C.Graph, block: torch._C.Block,
 
 
 def _claiming(devices: set[str]) -> list[Backend]:
-    return [b for b in registry.backends() if b.device_type in devices and b.available()]
+    return [b for b in registry.backends()
+            if (b.device_type in devices or b.device_type == "any") and b.available()]
 
 
 @contextlib.contextmanager

@@ -78,7 +78,7 @@ BlockPartitioner = Callable[[torch._C.Block], list[Partition]]
 class Backend(Protocol):
     name: str  # the kernel kind: each of its groups' `backend` attribute
     offered_by: str  # who chose its regions, as the report says it: "oneDNN"
-    device_type: str  # the profiled device type of the regions it claims
+    device_type: str  # the profiled device type of the regions it claims ("any": all)
     op_table: Mapping[str, Any]  # aten kind -> what this backend does with the op
 
     def available(self) -> bool:

@@ -12,10 +12,13 @@ from collections.abc import Iterator
 
 from .. import _C
 from .base import Backend
+from .constant.backend import ConstantBackend
 from .cudnn.backend import CudnnBackend
 from .onednn.backend import OneDnnBackend
 
-_registered: list[Backend] = [OneDnnBackend(), CudnnBackend()]
+# The size constants first: the regions they take are computed once, and no other
+# backend then maps their nodes.
+_registered: list[Backend] = [ConstantBackend(), OneDnnBackend(), CudnnBackend()]
 # Ops no backend maps whose inputs' types the pipeline reads: FX reference models'
 # quantize and dequantize, which passes/reference_quantization rewrites.
 _ALSO_PROFILED = ("aten::quantize_per_tensor", "aten::dequantize")

@@ -28,7 +28,7 @@ _ORDERED = ("prim::Print", "prim::RaiseException", "prim::SetAttr", "aten::warn"
 _NOT_CONVEX = "not convex in the JIT graph"
 
 
-def _graph_of(inputs: list[tuple[int, torch._C.Value]], nodes: list[torch._C.Node],
+def graph_of(inputs: list[tuple[int, torch._C.Value]], nodes: list[torch._C.Node],
               outputs: list[int]) -> torch._C.Graph:
     """A graph of `nodes` (in block order) from `inputs`, each known by the id the
     partition has for it and as the graph has it now, to the values of the `outputs` ids.
@@ -160,12 +160,12 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
         group = graph.create(KIND, inputs, len(part.outputs))
         group.insertAfter(last)
         known = list(zip(part.input_ids, inputs, strict=True))
-        group.g_(ATTR.subgraph, _graph_of(known, part.nodes, part.output_ids))
+        group.g_(ATTR.subgraph, graph_of(known, part.nodes, part.output_ids))
         group.s_(ATTR.desc, part.text)
         if part.head:  # the group's inputs (with the shape inputs) to the description's
-            group.g_(ATTR.head, _graph_of(known, part.head, part.desc_input_ids))
+            group.g_(ATTR.head, graph_of(known, part.head, part.desc_input_ids))
         if part.tail:  # the description's outputs (with the shape inputs) to the group's
-            group.g_(ATTR.tail, _graph_of([*((v.unique(), v) for v in part.desc_outputs),
+            group.g_(ATTR.tail, graph_of([*((v.unique(), v) for v in part.desc_outputs),
                                            *known[part.ports:]], part.tail, part.output_ids))
         group.s_(ATTR.backend, part.backend)
         if part.backend != ONEDNN:

@@ -1,0 +1,161 @@
+"""Tensors a graph computes from sizes and constants alone (positions, masks, position
+tables) become groups that return their values at the profiled sizes, computed once; at
+other sizes their nodes run, and what the graph returns or writes in place stays as it is."""
+
+from __future__ import annotations
+
+import torch
+from fusion_check import assert_matches, eager, fuse, run
+from torch import nn
+
+import torch_graphfuse
+from torch_graphfuse.backends.constant import partition
+from torch_graphfuse.group_schema import ATTR, CONSTANT, subgraph
+from torch_graphfuse.testing import runner
+
+
+def _constant_groups(graph: torch._C.Graph) -> list[list[str]]:
+    return [sorted(n.kind() for n in subgraph(g).nodes() if n.kind() != "prim::Constant")
+            for g in runner.fusion_groups(graph) if g.s(ATTR.backend) == CONSTANT]
+
+
+class Positions(nn.Module):
+    """A position table looked up at arange(tokens) and a causal mask, as Hugging Face
+    builds them on each call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(64, 16)
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(x.size(1))
+        causal = positions[None, :] <= positions[:, None]
+        h = self.fc(x + self.table(positions))
+        scores = h @ h.transpose(1, 2)
+        return scores.masked_fill(~causal, float("-inf")).softmax(-1)
+
+
+def test_positions_and_mask_are_computed_once_at_the_profiled_sizes() -> None:
+    model, x = Positions().eval(), torch.randn(2, 8, 16)
+    module, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    groups = _constant_groups(graph)
+    assert any({"aten::arange", "aten::embedding"} <= set(g) for g in groups), graph
+    assert "aten::arange" not in runner.unfused_kinds(graph), graph
+    torch_graphfuse.reset_kernel_stats()
+    assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
+
+
+def test_positions_at_other_sizes_are_computed_as_eager() -> None:
+    model = Positions().eval()
+    module, _, _ = fuse(model, [torch.randn(2, 8, 16)])
+    for x in (torch.randn(2, 5, 16), torch.randn(1, 8, 16), torch.randn(2, 8, 16)):
+        out = run(module, [x])
+        ref = eager(model, [x])
+        assert out.shape == ref.shape
+        assert_matches(out, ref, "fp32")
+
+
+class ReturnsPositions(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        positions = torch.arange(x.size(1)) * 2
+        return positions, x * positions
+
+
+def test_a_tensor_the_graph_returns_is_computed_on_each_call() -> None:
+    """The caller owns what the graph returns (and may write it): never a kept constant."""
+    model, x = ReturnsPositions().eval(), torch.randn(3, 4)
+    module, (first, _), _ = fuse(model, [x])
+    first.fill_(7)
+    positions, product = run(module, [x])
+    assert positions.tolist() == [0, 2, 4, 6]
+    assert_matches(product, eager(model, [x])[1], "fp32")
+
+
+class ReturnsAView(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        positions = torch.arange(x.size(1)) * 2
+        return positions.view(2, -1), x * positions
+
+
+def test_a_view_the_graph_returns_of_a_tensor_is_computed_on_each_call() -> None:
+    model, x = ReturnsAView().eval(), torch.randn(3, 4)
+    module, (first, _), _ = fuse(model, [x])
+    first.fill_(7)
+    positions, _ = run(module, [x])
+    assert positions.flatten().tolist() == [0, 2, 4, 6]
+
+
+_WRITTEN = """
+    graph(%x : Float(2, 5, strides=[5, 1], requires_grad=0, device=cpu)):
+      %one : int = prim::Constant[value=1]()
+      %none : NoneType = prim::Constant()
+      %n : int = aten::size(%x, %one)
+      %r : Tensor = aten::arange(%n, %none, %none, %none, %none)
+      {write}
+      %y : Tensor = aten::mul(%x, %r)
+      return (%y)"""
+
+
+def _partitions(source: str) -> tuple[torch._C.Graph, list]:
+    """The graph (which owns the partitions' nodes) and its partitions."""
+    graph = torch._C.parse_ir(source)
+    return graph, partition.find_partitions(graph, graph.block())
+
+
+def test_the_values_are_those_at_the_profiled_sizes() -> None:
+    _graph, (found,) = _partitions(_WRITTEN.format(write=""))
+    assert [n.kind() for n in found.nodes] == ["aten::size", "aten::arange"]
+    assert found.text == "1"  # one tensor whose sizes it reads, then its values
+    held = found.inputs[1].toIValue()
+    assert torch.equal(held, torch.arange(5))
+
+
+def test_a_tensor_an_op_writes_in_place_stays() -> None:
+    write = "%w : Tensor = aten::add_(%r, %one, %one)"
+    assert _partitions(_WRITTEN.format(write=write))[1] == []
+
+
+class LateSizes(nn.Module):
+    """A table used before a layer and scaled by that layer's result's size after it: one
+    group would have to run both before and after the layer, so the table and its scaled
+    copy are two."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        table = torch.arange(x.size(1)).float()[:, None]
+        h = self.fc(x + table)
+        return h * (table * h.size(1))
+
+
+def test_a_region_that_reads_sizes_of_later_tensors_is_cut() -> None:
+    model, x = LateSizes().eval(), torch.randn(2, 6, 16)
+    module, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    assert len(_constant_groups(graph)) == 2, graph
+    torch_graphfuse.reset_kernel_stats()
+    other = torch.randn(2, 3, 16)
+    assert_matches(run(module, [other]), eager(model, [other]), "fp32")
+
+
+class SizeOfAPosition(nn.Module):
+    """Positions read by the group's product and, for their size, by a reshape of the
+    input: the group gives them too."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(x.size(1) * 2)
+        return x.reshape(positions.size(0)) + positions * 2
+
+
+def test_a_tensor_whose_size_another_node_reads_is_given_by_the_group() -> None:
+    model, x = SizeOfAPosition().eval(), torch.randn(2, 5)
+    module, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    assert _constant_groups(graph), graph
+    other = torch.randn(2, 3)
+    assert_matches(run(module, [other]), eager(model, [other]), "fp32")
