@@ -100,3 +100,33 @@ def test_size_arithmetic_through_0_dim_tensors() -> None:
     assert "aten::floor_divide" in _group_with(graph, "aten::view"), graph
     other = torch.randn(1, 5, 16)
     assert_matches(run(module, [other]), eager(model, [other]), "fp32")
+
+
+class ScaledScores(nn.Module):
+    """DeBERTa's attention scale, computed from the head size at run time as a 0-dim tensor:
+    `sqrt(tensor(q.size(-1), dtype=float) * 3)`."""
+
+    def forward(self, q: torch.Tensor, k_t: torch.Tensor) -> torch.Tensor:
+        scale = torch.sqrt(torch.tensor(q.size(-1), dtype=torch.float) * 3)
+        return torch.matmul(q, k_t) / scale.to(dtype=q.dtype)
+
+
+def test_scale_computed_from_sizes_joins_the_product() -> None:
+    model = ScaledScores().eval()
+    q, k = torch.randn(2, 4, 8, 16), torch.randn(2, 4, 16, 8)
+    module, out, graph = fuse(model, [q, k])
+    assert_matches(out, eager(model, [q, k]), "fp32")
+    kinds = _group_with(graph, "aten::matmul")
+    assert {"aten::div", "aten::sqrt"} <= set(kinds), graph
+    # The scale reads the last size only: other token counts run fused.
+    torch_graphfuse.reset_kernel_stats()
+    q, k = torch.randn(2, 4, 5, 16), torch.randn(2, 4, 16, 5)
+    assert_matches(run(module, [q, k]), eager(model, [q, k]), "fp32")
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
+
+
+def test_scale_at_another_head_size_is_eagers() -> None:
+    model = ScaledScores().eval()
+    module, _, _ = fuse(model, [torch.randn(2, 4, 8, 16), torch.randn(2, 4, 16, 8)])
+    q, k = torch.randn(2, 4, 8, 32), torch.randn(2, 4, 32, 8)
+    assert_matches(run(module, [q, k]), eager(model, [q, k]), "fp32")

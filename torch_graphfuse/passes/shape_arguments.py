@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from .. import log
+from ..aten_ops import DTYPE_OF_CODE
 
 NAME = log.module_name(__file__)
 
@@ -58,6 +59,29 @@ ARITHMETIC: dict[str, Callable[..., Any]] = {
 }
 
 
+def _cast(value: Any, *arguments: Any) -> Any:
+    """aten::to(self, [device,] dtype, ...) of a 0-dim CPU tensor to a CPU tensor: a
+    dtype cast (the flags say nothing of values)."""
+    if arguments and isinstance(arguments[0], torch.device):
+        if arguments[0].type != "cpu":
+            raise LookupError
+        arguments = arguments[1:]
+    if (not isinstance(value, torch.Tensor) or value.device.type != "cpu" or not arguments
+            or arguments[0] not in DTYPE_OF_CODE
+            or any(not (f is None or isinstance(f, bool)) for f in arguments[1:])):
+        raise LookupError
+    return value.to(DTYPE_OF_CODE[arguments[0]])
+
+
+# Scalars computed from sizes (DeBERTa's attention scale, `sqrt(tensor(d) * 3)`): the same
+# arithmetic, on 0-dim tensors of any dtype, with casts and square roots.
+SCALAR_ARITHMETIC: dict[str, Callable[..., Any]] = {
+    **ARITHMETIC, "aten::to": _cast, "aten::sqrt": torch.sqrt,
+}
+# Ops that read such a scalar as an operand (the oneDNN binary lowerings).
+SCALAR_CONSUMERS = frozenset({"aten::add", "aten::sub", "aten::mul", "aten::div"})
+
+
 def _integral(value: Any) -> bool:
     """An int, a list of ints, or an integer 0-dim tensor (how tracing keeps a size)."""
     if isinstance(value, torch.Tensor):
@@ -81,18 +105,27 @@ class ShapeChain:
     nodes: list[torch._C.Node]  # each after the nodes it reads, constants left out
     sources: list[torch._C.Value]  # the tensors whose sizes it reads, each once
     value: Any
+    last_only: bool = False  # it reads each source's last size only
 
 
-def chain(value: torch._C.Value) -> ShapeChain | None:
+def floating_scalar(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.dim() == 0 and value.is_floating_point()
+
+
+def chain(value: torch._C.Value, scalar: bool = False) -> ShapeChain | None:
     """The shape arithmetic computing `value`, or None where it is anything else or reads a
-    tensor without profiled sizes."""
+    tensor without profiled sizes. `scalar`: a 0-dim tensor of any dtype, through
+    SCALAR_ARITHMETIC."""
     if value.node().kind() == "prim::Constant":
         return None
+    arithmetic = SCALAR_ARITHMETIC if scalar else ARITHMETIC
     nodes: list[torch._C.Node] = []
     sources: list[torch._C.Value] = []
     seen: dict[int, Any] = {}
+    last_only = True
 
     def evaluate(v: torch._C.Value) -> Any:
+        nonlocal last_only
         if v.unique() in seen:
             return seen[v.unique()]
         node = v.node()
@@ -104,12 +137,13 @@ def chain(value: torch._C.Value) -> ShapeChain | None:
             if sizes is None or dim.node().kind() != "prim::Constant":
                 raise LookupError
             result = sizes[dim.toIValue()]
+            last_only &= dim.toIValue() in (-1, len(sizes) - 1)
             if all(t.unique() != node.inputsAt(0).unique() for t in sources):
                 sources.append(node.inputsAt(0))
             nodes.append(node)
-        elif node.kind() in ARITHMETIC and node.outputsSize() == 1:
-            result = ARITHMETIC[node.kind()](*(evaluate(x) for x in node.inputs()))
-            if not _integral(result):
+        elif node.kind() in arithmetic and node.outputsSize() == 1:
+            result = arithmetic[node.kind()](*(evaluate(x) for x in node.inputs()))
+            if not (_integral(result) or (scalar and floating_scalar(result))):
                 raise LookupError
             nodes.append(node)
         else:
@@ -122,7 +156,7 @@ def chain(value: torch._C.Value) -> ShapeChain | None:
     except (LookupError, TypeError, ValueError, RuntimeError, ZeroDivisionError):
         return None
     # Each value is evaluated once (`seen`), after its inputs: no node twice, in order.
-    return ShapeChain(nodes, sources, result)
+    return ShapeChain(nodes, sources, result, last_only)
 
 
 def _clone_before(graph: torch._C.Graph, shape: ShapeChain, anchor: torch._C.Node,
@@ -144,16 +178,26 @@ def private(shape: ShapeChain, consumer: torch._C.Node) -> bool:
                for use in out.uses())
 
 
+def arguments(node: torch._C.Node) -> list[tuple[int, bool]]:
+    """(index, scalar) of the arguments of `node` a mapping may read as shape arithmetic."""
+    if node.kind() in SHAPE_CONSUMERS:
+        return [(1, False)]
+    if node.kind() in SCALAR_CONSUMERS:
+        return [(i, True) for i in (0, 1)
+                if isinstance(node.inputsAt(i).type(), torch._C.TensorType)]
+    return []
+
+
 def run(graph: torch._C.Graph) -> None:
     copied = 0
     for node in list(graph.nodes()):  # top-level block: views in loops stay as they are
-        if node.kind() not in SHAPE_CONSUMERS:
-            continue
-        shape = chain(node.inputsAt(1))
-        if shape is None or private(shape, node):
-            continue
-        node.replaceInput(1, _clone_before(graph, shape, node, node.inputsAt(1)))
-        copied += 1
+        for i, scalar in arguments(node):
+            shape = chain(node.inputsAt(i), scalar)
+            if shape is None or private(shape, node) or (
+                    scalar and not floating_scalar(shape.value)):
+                continue
+            node.replaceInput(i, _clone_before(graph, shape, node, node.inputsAt(i)))
+            copied += 1
     if copied:
         torch._C._jit_pass_dce(graph)
     log.update(NAME, f"shape arithmetic copied for {copied} views")

@@ -90,8 +90,31 @@ class Lowering:
         if spec.sizes is None:
             raise Unsupported(f"{what} has no profiled shape")
         if len(spec.sizes) == 0:
-            raise Unsupported(f"{what} is a 0-dim tensor computed at run time")
+            held = self._scalar_of_sizes(value)
+            if held is None:
+                raise Unsupported(f"{what} is a 0-dim tensor computed at run time")
+            return held
         return self.graph.add_tensor(spec)
+
+    def _scalar_of_sizes(self, value: torch._C.Value) -> int | None:
+        """A 0-dim float tensor computed from sizes alone, which only this node reads
+        (passes/shape_arguments): a constant, its value at the profiled sizes. Its arithmetic
+        joins the node's partition, and the guard pins the sizes it reads (the last only,
+        where it reads no other)."""
+        if self.node.kind() not in shape_arguments.SCALAR_CONSUMERS:
+            return None
+        found = shape_arguments.chain(value, scalar=True)
+        if (found is None or not isinstance(found.value, torch.Tensor)
+                or not found.value.is_floating_point()
+                or not shape_arguments.private(found, self.node)):
+            return None
+        self.absorbed += found.nodes
+        self.shape_sources += found.sources
+        if found.last_only:
+            self.last_dims |= {self.graph.resolve(v.unique()) for v in found.sources}
+        else:
+            self.pin_shapes()
+        return self.constant(found.value)
 
     def input(self, i: int) -> int:
         return self._tensor(self.node.inputsAt(i), f"input {i}")

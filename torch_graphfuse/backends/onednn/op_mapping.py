@@ -107,14 +107,18 @@ def _alias_cast(node: torch._C.Node) -> bool:
 
 
 def _pending_shapes(nodes: list[torch._C.Node]) -> dict[torch._C.Node, shape_arguments.ShapeChain]:
-    """The views whose shape is arithmetic over sizes that they alone read: that arithmetic
-    waits for their mapping, which takes it in."""
+    """The views whose shape, and the binary ops whose 0-dim operand, is arithmetic over
+    sizes that they alone read: that arithmetic waits for their mapping, which takes it in."""
     pending = {}
     for node in nodes:
-        if node.kind() in shape_arguments.SHAPE_CONSUMERS and node.kind() in LOWERINGS:
-            found = shape_arguments.chain(node.inputsAt(1))
-            if found is not None and shape_arguments.private(found, node):
+        if node.kind() not in LOWERINGS:
+            continue
+        for i, scalar in shape_arguments.arguments(node):
+            found = shape_arguments.chain(node.inputsAt(i), scalar)
+            if (found is not None and shape_arguments.private(found, node)
+                    and (not scalar or shape_arguments.floating_scalar(found.value))):
                 pending[node] = found
+                break
     return pending
 
 
