@@ -35,7 +35,9 @@ from torch_graphfuse.testing.fuzz.propose_pointwise import (
     p_cast,
     p_identity,
     p_inplace,
+    p_positions,
     p_shape,
+    p_size_scale,
     p_unary,
     p_unsupported,
 )
@@ -63,7 +65,8 @@ PROPOSERS: list[tuple[Callable[[Gen], int | None], int]] = [
     (p_attention, 1), (p_batch_norm, 3), (p_layer_norm, 3), (p_rms_norm, 2), (p_group_norm, 2),
     (p_diamond, 2), (p_pool, 5),
     (p_mean, 3), (p_cat, 3), (p_softmax, 3), (p_shape, 8), (p_identity, 3), (p_cast, 3),
-    (p_inplace, 7), (p_unsupported, 4),
+    (p_inplace, 7), (p_unsupported, 4), (p_positions, 3),
+    (p_size_scale, 2),
 ]
 
 

@@ -106,6 +106,15 @@ for _n, _aten in (("conv1d", "conv1d"), ("conv2d", "conv2d"), ("conv3d", "conv3d
 # Hugging Face's RMS normalization chain, which passes/rms_norm folds into aten::rms_norm.
 _kind("rms_norm", "{layer}({0})", aten=["pow", "mean", "add", "rsqrt", "mul", "rms_norm"])
 _kind("const", "{layer}", aten=[])
+# Positions and a mask built from a size at run time, as Hugging Face builds them (the
+# size-constant groups compute them once per profiled size).
+_kind("positions", "{0} + torch.where(torch.arange({0}.size({dim})).view({view}) % {period} == 0,"
+      " torch.arange({0}.size({dim})).view({view}).to({0}.dtype) * {scale},"
+      " torch.zeros((), dtype={0}.dtype))",
+      aten=["size", "arange", "view", "remainder", "eq", "to", "mul", "zeros", "where", "add"])
+# A scale computed from a size as a 0-dim tensor (DeBERTa's attention scale).
+_kind("size_scale", "{0} / torch.sqrt(torch.tensor({0}.size({dim}), dtype=torch.float) * {k})"
+      ".to({0}.dtype)", aten=["size", "to", "mul", "sqrt", "div"])
 # PT2E's per-tensor activation quantization (quantize makes a u8/s8 tensor).
 for _n in ("quantize", "dequantize"):
     _kind(_n, f"torch.ops.quantized_decomposed.{_n}_per_tensor({{0}}, {{scale}}, {{zero_point}}, "

@@ -230,6 +230,29 @@ def _slice_op(g: Gen, x: int, kind: str) -> int | None:
     return None
 
 
+def p_positions(g: Gen) -> int | None:
+    """x plus a table of its positions along one dim, masked: arange(x.size(dim)) and
+    what is computed from it depend on x's sizes alone."""
+    x = g.pick(lambda v: len(g.shape(v)) >= 1 and g.dtype_of(v).is_floating_point)
+    if x is None:
+        return None
+    rank = len(g.shape(x))
+    dim = g.c.integer(0, rank - 1)
+    view = [-1 if d == dim else 1 for d in range(rank)]
+    return g.emit(Op("positions", (x,), {"dim": dim, "view": view,
+                                         "period": choice(g.c, [1, 2, 3]),
+                                         "scale": choice(g.c, [0.5, -1.25, 3.0])}))
+
+
+def p_size_scale(g: Gen) -> int | None:
+    """x divided by sqrt(x.size(dim) * k), the scale a 0-dim tensor computed from a size."""
+    x = g.pick(lambda v: len(g.shape(v)) >= 1 and g.dtype_of(v).is_floating_point)
+    if x is None:
+        return None
+    dim = choice(g.c, [-1, g.c.integer(0, len(g.shape(x)) - 1)])
+    return g.emit(Op("size_scale", (x,), {"dim": dim, "k": choice(g.c, [1, 3, 0.5])}))
+
+
 def p_cast(g: Gen) -> int | None:
     x = g.pick()
     if x is None:
