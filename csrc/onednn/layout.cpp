@@ -82,6 +82,16 @@ Layout layout_of(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
   return Layout::kOther;
 }
 
+bool same_dense_order(c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                      c10::IntArrayRef profiled_sizes, c10::IntArrayRef profiled_strides) {
+  auto has_unit = [](c10::IntArrayRef s) { return std::find(s.begin(), s.end(), 1) != s.end(); };
+  if (sizes.size() != profiled_sizes.size() || has_unit(sizes) || has_unit(profiled_sizes))
+    return false;
+  auto order = order_of(profiled_strides);
+  return order_of(strides) == order && dense_in_order(sizes, strides, order) &&
+         dense_in_order(profiled_sizes, profiled_strides, order);
+}
+
 Dims dense_strides(const Dims& sizes, const Dims& order) {
   Dims strides(sizes.size());
   int64_t stride = 1;

@@ -29,6 +29,11 @@ Dims order_of(c10::IntArrayRef strides);
 // Eager lays a result out in its inputs' dim order, dense: a slice of a
 // row-major tensor counts as row-major. Size-1 dims are left out of the order.
 Layout layout_of(c10::IntArrayRef sizes, c10::IntArrayRef strides);
+// Whether a tensor and the profiled one are both dense in the same dim order,
+// with no size-1 dim (whose stride would leave the order open): eager lays out
+// its results alike at both sizes.
+bool same_dense_order(c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                      c10::IntArrayRef profiled_sizes, c10::IntArrayRef profiled_strides);
 // The strides of a dense tensor of `sizes` in dim `order`.
 Dims dense_strides(const Dims& sizes, const Dims& order);
 

@@ -76,6 +76,42 @@ def test_input_layout_other_than_profiled_runs_unfused() -> None:
     assert "laid out otherwise than in the profiling runs" in why
 
 
+class Scores(torch.nn.Module):
+    """Attention scores: the key read transposed (a layout neither row-major nor
+    channels-last)."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(q, k.transpose(-1, -2)) / 4.0
+
+
+def test_transposed_input_at_new_sizes_stays_fused() -> None:
+    """Dense in the profiled dim order at other token counts: eager lays the result out
+    alike, so the spec runs fused."""
+    model = Scores().eval()
+    module, _, _ = runner.fused(model, [torch.randn(2, 4, 8, 16), torch.randn(2, 4, 8, 16)])
+    torch_graphfuse.reset_kernel_stats()
+    for tokens in (5, 12):
+        q, k = torch.randn(2, 4, tokens, 16), torch.randn(2, 4, tokens, 16)
+        with torch.no_grad():
+            out, ref = run(module, q, k), model(q, k)
+        torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+        assert out.stride() == ref.stride()
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
+
+
+def test_transposed_input_with_gaps_at_new_sizes_runs_unfused() -> None:
+    """Not dense: the order alone does not say eager's layout, so that spec runs unfused."""
+    model = Scores().eval()
+    module, _, _ = runner.fused(model, [torch.randn(2, 4, 8, 16), torch.randn(2, 4, 8, 16)])
+    torch_graphfuse.reset_kernel_stats()
+    q, k = torch.randn(2, 4, 5, 16), torch.randn(2, 4, 10, 16)[:, :, ::2]
+    with torch.no_grad():
+        out, ref = run(module, q, k), model(q, k)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    assert out.stride() == ref.stride()
+    assert torch_graphfuse.kernel_stats()["unfused_specs"] == 1
+
+
 def test_cached_spec_is_reused() -> None:
     module, _, _ = runner.fused(ConvRelu().eval(), [torch.randn(1, 3, 16, 16)])
     before = torch_graphfuse.kernel_stats()
