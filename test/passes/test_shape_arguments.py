@@ -130,3 +130,27 @@ def test_scale_at_another_head_size_is_eagers() -> None:
     module, _, _ = fuse(model, [torch.randn(2, 4, 8, 16), torch.randn(2, 4, 16, 8)])
     q, k = torch.randn(2, 4, 8, 32), torch.randn(2, 4, 32, 8)
     assert_matches(run(module, [q, k]), eager(model, [q, k]), "fp32")
+
+
+class RotateHalf(nn.Module):
+    """Llama's rotary half-swap: the two halves of the heads, sliced at a size halved at run
+    time (the same arithmetic for both slices)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        heads = self.fc(x).view(x.size(0), x.size(1), 4, -1).transpose(1, 2)
+        half = heads.shape[-1] // 2
+        return torch.cat((-heads[..., half:], heads[..., :half]), dim=-1)
+
+
+def test_slices_at_a_halved_size_join_the_projection() -> None:
+    model, x = RotateHalf().eval(), torch.randn(2, 8, 16)
+    module, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    assert "aten::slice" in _group_with(graph, "aten::linear"), graph
+    assert "aten::slice" not in runner.unfused_kinds(graph), graph
+    other = torch.randn(3, 5, 16)
+    assert_matches(run(module, [other]), eager(model, [other]), "fp32")

@@ -179,9 +179,12 @@ def private(shape: ShapeChain, consumer: torch._C.Node) -> bool:
 
 
 def arguments(node: torch._C.Node) -> list[tuple[int, bool]]:
-    """(index, scalar) of the arguments of `node` a mapping may read as shape arithmetic."""
+    """(index, scalar) of the arguments of `node` a mapping, or a group's boundary views,
+    may read as shape arithmetic."""
     if node.kind() in SHAPE_CONSUMERS:
         return [(1, False)]
+    if node.kind() == "aten::slice" and node.inputsSize() == 5:  # (self, dim, start, end, step)
+        return [(i, False) for i in (2, 3, 4)]
     if node.kind() in SCALAR_CONSUMERS:
         return [(i, True) for i in (0, 1)
                 if isinstance(node.inputsAt(i).type(), torch._C.TensorType)]
