@@ -27,14 +27,13 @@ flatten or contiguous views at the profiled strides (a copy stays ATen's).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
 
 import torch
 
 from .. import log
 from ..backends.base import Partition
 from ..passes import shape_arguments
-from ..passes.graph_utils import all_nodes, written_values
+from ..passes.graph_utils import WrittenMemory
 from . import rewrite
 
 NAME = log.module_name(__file__)
@@ -97,29 +96,13 @@ class _Block:
         self.nodes = list(block.nodes())
         self.position = {node: i for i, node in enumerate(self.nodes)}
         self.taken = {node for part in partitions for node in part.nodes}
-        # What each op of the graph that writes in place writes (None: anything).
-        self._writes: list[list[torch._C.Value] | None] | None = None
-        self._alias_db = None
+        self.written = WrittenMemory(graph).may_write
 
     def defined_before(self, value: torch._C.Value, index: int) -> bool:
         node = value.node()
         if node.kind() == "prim::Param":
             return True
         return node in self.position and self.position[node] < index
-
-    def written(self, values: Iterable[torch._C.Value]) -> bool:
-        """Whether any op of the graph may write memory one of `values` may alias."""
-        if self._writes is None:  # looked up at the block's first tail only
-            self._writes = [w for n in all_nodes(self.graph.block())
-                            if (w := written_values(n)) is None or w]
-        if not self._writes:
-            return False
-        if self._alias_db is None:
-            self._alias_db = self.graph.alias_db()
-        values = list(values)
-        return any(written is None or any(self._alias_db.may_contain_alias(w, v)
-                                          for w in written for v in values)
-                   for written in self._writes)
 
 
 def _joins(node: torch._C.Node) -> bool:

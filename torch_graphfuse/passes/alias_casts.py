@@ -14,12 +14,12 @@ from __future__ import annotations
 import torch
 
 from .. import log
-from .graph_utils import all_nodes, written_values
+from .graph_utils import WrittenMemory
 
 NAME = log.module_name(__file__)
 
 
-def _same_dtype_cast(node: torch._C.Node) -> bool:
+def same_dtype_cast(node: torch._C.Node) -> bool:
     """to(x, dtype, non_blocking, copy=False, memory_format=None) of x profiled in dtype."""
     if node.kind() != "aten::to" or node.inputsSize() != 5:
         return False
@@ -31,16 +31,13 @@ def _same_dtype_cast(node: torch._C.Node) -> bool:
 
 
 def run(graph: torch._C.Graph) -> None:
-    casts = [n for n in graph.nodes() if _same_dtype_cast(n) and len(n.output().uses()) > 1]
+    casts = [n for n in graph.nodes() if same_dtype_cast(n) and len(n.output().uses()) > 1]
     if not casts:
         return
-    writes = [w for n in all_nodes(graph.block()) if (w := written_values(n)) is None or w]
-    alias_db = graph.alias_db() if writes else None
+    written = WrittenMemory(graph)
     copied = 0
     for cast in casts:
-        x = cast.inputsAt(0)
-        if alias_db is not None and any(
-                w is None or any(alias_db.may_contain_alias(v, x) for v in w) for w in writes):
+        if written.may_write([cast.inputsAt(0)]):
             continue
         for use in cast.output().uses()[1:]:
             with graph.insert_point_guard(use.user):

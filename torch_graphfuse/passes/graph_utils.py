@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -80,3 +81,32 @@ def written_values(node: torch._C.Node) -> list[torch._C.Value] | None:
                 return None
             written += inner_written
     return written
+
+
+class WrittenMemory:
+    """What the ops of a graph may write in place, looked up at the first question (and
+    alias analysis only where something is written)."""
+
+    def __init__(self, graph: torch._C.Graph) -> None:
+        self.graph = graph
+        # What each op that writes in place writes (None: anything).
+        self._writes: list[list[torch._C.Value] | None] | None = None
+        self._alias_db: Any = None
+
+    @property
+    def alias_db(self) -> Any:
+        if self._alias_db is None:
+            self._alias_db = self.graph.alias_db()
+        return self._alias_db
+
+    def may_write(self, values: Iterable[torch._C.Value]) -> bool:
+        """Whether an op of the graph may write memory one of `values` may alias."""
+        if self._writes is None:
+            self._writes = [w for n in all_nodes(self.graph.block())
+                            if (w := written_values(n)) is None or w]
+        if not self._writes:
+            return False
+        values = list(values)
+        return any(written is None or any(self.alias_db.may_contain_alias(w, v)
+                                          for w in written for v in values)
+                   for written in self._writes)

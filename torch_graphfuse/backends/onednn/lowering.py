@@ -111,7 +111,8 @@ class Lowering:
         self.absorbed += found.nodes
         self.shape_sources += found.sources
         if found.last_only:
-            self.last_dims |= {self.graph.resolve(v.unique()) for v in found.sources}
+            for source in found.sources:
+                self.pin_last_dim(self.graph.resolve(source.unique()))
         else:
             self.pin_shapes()
         return self.constant(found.value)

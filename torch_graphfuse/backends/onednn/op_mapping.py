@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ... import log
-from ...passes import shape_arguments
+from ...passes import alias_casts, shape_arguments
 from ...passes.finiteness import Facts
 from .graph_desc import BACKEND_DTYPES, BackendGraph
 from .lowering import Lowering, Unsupported, tensor_spec
@@ -94,15 +94,9 @@ def _alias_cast(node: torch._C.Node) -> bool:
     returns x itself (copy=False, no memory format), so it waits for its user's mapping,
     which reads x in its place and takes the node in (the group's guard pins x's dtype; its
     unfused run keeps the cast)."""
-    if node.kind() != "aten::to" or node.inputsSize() != 5 or len(node.output().uses()) != 1:
-        return False
-    x, out = node.inputsAt(0).type(), node.output().type()
-    flags = node.inputsAt(3)
-    return (isinstance(x, torch._C.TensorType) and isinstance(out, torch._C.TensorType)
-            and x.dtype() in BACKEND_DTYPES and x.dtype() == out.dtype()
+    return (alias_casts.same_dtype_cast(node) and len(node.output().uses()) == 1
+            and node.inputsAt(0).type().dtype() in BACKEND_DTYPES
             and node.inputsAt(1).node().kind() == "prim::Constant"
-            and flags.node().kind() == "prim::Constant" and flags.toIValue() is False
-            and node.inputsAt(4).node().mustBeNone()
             and node.output().uses()[0].user.kind() in LOWERINGS)
 
 
