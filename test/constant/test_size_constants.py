@@ -102,7 +102,7 @@ _WRITTEN = """
 def _partitions(source: str) -> tuple[torch._C.Graph, list]:
     """The graph (which owns the partitions' nodes) and its partitions."""
     graph = torch._C.parse_ir(source)
-    return graph, partition.find_partitions(graph, graph.block())
+    return graph, partition.find_partitions(graph, graph.block(), partition.Budget())
 
 
 def test_the_values_are_those_at_the_profiled_sizes() -> None:

@@ -20,8 +20,10 @@ class ConstantBackend:
         return True
 
     def partitioner(self, facts: GraphFacts) -> BlockPartitioner:
+        budget = partition.Budget()
+
         def partition_block(block: torch._C.Block) -> list[Partition]:
-            return partition.find_partitions(facts.graph, block)
+            return partition.find_partitions(facts.graph, block, budget)
 
         return partition_block
 

@@ -13,12 +13,14 @@ place stay as they are (the caller or that op would change the constant).
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import torch
 
 from ... import log
 from ...fusion import rewrite
 from ...fusion.rewrite import graph_of
-from ...passes.graph_utils import all_nodes, written_values
+from ...passes.graph_utils import WrittenMemory, written_values
 from ..base import Partition, describe
 from . import BACKEND, OFFERED_BY
 
@@ -31,7 +33,7 @@ _UNINITIALIZED = frozenset({"aten::empty", "aten::empty_like", "aten::new_empty"
                             "aten::empty_strided", "aten::new_empty_strided"})
 _PURE_PRIMS = frozenset({"prim::ListConstruct", "prim::ListUnpack", "prim::TupleConstruct",
                          "prim::TupleUnpack", "prim::TupleIndex", "prim::NumToTensor"})
-# What one graph's groups keep (the storage of their values).
+# What one graph's groups keep at most (the storage of their values).
 MAX_BYTES = 64 << 20
 
 
@@ -64,6 +66,27 @@ def _escaping(block: torch._C.Block) -> set[int]:
     return escaping
 
 
+def _data_inputs(node: torch._C.Node) -> list[torch._C.Value]:
+    """The inputs whose values the node reads: all but a metadata read's tensor."""
+    inputs = list(node.inputs())
+    return inputs[1:] if node.kind() in METADATA else inputs
+
+
+def _walk(start: torch._C.Node, within: AbstractSet[torch._C.Node],
+          stop: AbstractSet[torch._C.Node] = frozenset()) -> set[torch._C.Node]:
+    """The nodes of `within` computing what `start` reads (itself included), through data
+    inputs, not past the nodes of `stop` (but `start`)."""
+    found: set[torch._C.Node] = set()
+    stack = [start]
+    while stack:
+        node = stack.pop()
+        if node in found or node not in within or (node in stop and node is not start):
+            continue
+        found.add(node)
+        stack += [v.node() for v in _data_inputs(node)]
+    return found
+
+
 def _determined(block: torch._C.Block) -> set[torch._C.Node]:
     """The block's nodes whose results are size-determined (constants left out), but for
     those that escape it."""
@@ -76,10 +99,8 @@ def _determined(block: torch._C.Block) -> set[torch._C.Node]:
         if kind == "prim::Constant":
             values |= {v.unique() for v in node.outputs()}
             continue
-        inputs = list(node.inputs())
-        read = inputs[1:] if kind in METADATA else inputs
         if (not (kind in METADATA or _computes(node))
-                or any(v.unique() not in values for v in read)
+                or any(v.unique() not in values for v in _data_inputs(node))
                 or any(v.unique() in returned or any(u.user not in top for u in v.uses())
                        for v in node.outputs())):
             continue
@@ -92,18 +113,8 @@ def _is_tensor(value: torch._C.Value) -> bool:
     return isinstance(value.type(), torch._C.TensorType)
 
 
-def _closure(value: torch._C.Value, determined: set[torch._C.Node]) -> set[torch._C.Node]:
-    """The size-determined nodes computing `value` (not through a metadata read's tensor)."""
-    found: set[torch._C.Node] = set()
-    stack = [value.node()]
-    while stack:
-        node = stack.pop()
-        if node in found or node not in determined:
-            continue
-        found.add(node)
-        inputs = list(node.inputs())
-        stack += [v.node() for v in (inputs[1:] if node.kind() in METADATA else inputs)]
-    return found
+def _computes_tensor(node: torch._C.Node) -> bool:
+    return any(_is_tensor(v) for v in node.outputs())
 
 
 def _components(block: torch._C.Block, determined: set[torch._C.Node]
@@ -117,7 +128,7 @@ def _components(block: torch._C.Block, determined: set[torch._C.Node]
                         and any(u.user not in determined for u in v.uses())]
     groups: list[set[torch._C.Node]] = []
     for value in outputs:
-        nodes = _closure(value, determined)
+        nodes = _walk(value.node(), determined)
         tensors = {n for n in nodes if _computes_tensor(n)}
         merged = [g for g in groups if g & tensors]
         for g in merged:
@@ -127,16 +138,13 @@ def _components(block: torch._C.Block, determined: set[torch._C.Node]
     return groups
 
 
-def _computes_tensor(node: torch._C.Node) -> bool:
-    return any(_is_tensor(v) for v in node.outputs())
-
-
-def _given(nodes: set[torch._C.Node], order: list[torch._C.Node]) -> list[torch._C.Value] | None:
+def _given(nodes: set[torch._C.Node], position: dict[torch._C.Node, int]
+           ) -> list[torch._C.Value] | None:
     """The values of `nodes` that other nodes read, in block order: tensors, or None where
     one is not (the arithmetic that only computes numbers is copied before, see
     _private_arithmetic)."""
     given = []
-    for node in sorted(nodes, key=order.index):
+    for node in sorted(nodes, key=position.__getitem__):
         for v in node.outputs():
             if any(u.user not in nodes for u in v.uses()):
                 if not _is_tensor(v):
@@ -146,12 +154,12 @@ def _given(nodes: set[torch._C.Node], order: list[torch._C.Node]) -> list[torch.
 
 
 def _private_arithmetic(graph: torch._C.Graph, nodes: set[torch._C.Node],
-                        order: list[torch._C.Node]) -> set[torch._C.Node]:
+                        position: dict[torch._C.Node, int]) -> set[torch._C.Node]:
     """The nodes, with a copy of each that computes no tensor and that others read too (the
     sizes and shape arithmetic shared with the rest of the graph, which stays there)."""
     result = set(nodes)
-    for node in order:
-        if node not in result or any(_is_tensor(v) for v in node.outputs()):
+    for node in sorted(nodes, key=position.__getitem__):
+        if _computes_tensor(node):
             continue
         if all(u.user in result for v in node.outputs() for u in v.uses()):
             continue
@@ -165,6 +173,15 @@ def _private_arithmetic(graph: torch._C.Graph, nodes: set[torch._C.Node],
         result.discard(node)
         result.add(clone)
     return result
+
+
+def _read_from_outside(nodes: set[torch._C.Node], position: dict[torch._C.Node, int]
+                       ) -> list[torch._C.Value]:
+    """The values the nodes read that neither they nor a constant give, each once, in the
+    order of their readers."""
+    members = sorted(nodes, key=position.__getitem__)
+    return list({v.unique(): v for n in members for v in n.inputs()
+                 if v.node() not in nodes and v.node().kind() != "prim::Constant"}.values())
 
 
 def _complete(value: torch._C.Value) -> bool:
@@ -210,15 +227,13 @@ class _Hazards:
     it (a value the graph returns may contain it): a kept constant would change."""
 
     def __init__(self, graph: torch._C.Graph, block: torch._C.Block) -> None:
-        self.writes = [w for n in all_nodes(graph.block()) if (w := written_values(n)) is None or w]
+        self.written = WrittenMemory(graph)
         self.returned = [*graph.outputs(), *block.returnNode().inputs()]
-        self.alias_db = graph.alias_db()
 
     def any(self, values: list[torch._C.Value]) -> bool:
-        db = self.alias_db
-        return any(db.may_contain_alias(r, v) for r in self.returned for v in values) or any(
-            w is None or any(db.may_contain_alias(x, v) for x in w for v in values)
-            for w in self.writes)
+        db = self.written.alias_db
+        return (any(db.may_contain_alias(r, v) for r in self.returned for v in values)
+                or self.written.may_write(values))
 
 
 def _pieces(nodes: set[torch._C.Node]) -> list[set[torch._C.Node]]:
@@ -229,19 +244,7 @@ def _pieces(nodes: set[torch._C.Node]) -> list[set[torch._C.Node]]:
     roots = {n for n in nodes if _computes_tensor(n) and (
         len({u.user for v in n.outputs() for u in v.uses()}) > 1
         or any(u.user not in nodes for v in n.outputs() for u in v.uses()))}
-    pieces = []
-    for root in roots:
-        found: set[torch._C.Node] = set()
-        stack = [root]
-        while stack:
-            node = stack.pop()
-            if node in found or node not in nodes or (node in roots and node is not root):
-                continue
-            found.add(node)
-            inputs = list(node.inputs())
-            stack += [v.node() for v in (inputs[1:] if node.kind() in METADATA else inputs)]
-        pieces.append(found)
-    return pieces
+    return [_walk(root, nodes, roots) for root in roots]
 
 
 def _partition(nodes: list[torch._C.Node], inputs: list[torch._C.Value],
@@ -254,18 +257,33 @@ def _partition(nodes: list[torch._C.Node], inputs: list[torch._C.Value],
         assumes_finite=frozenset(), backend=BACKEND, offered_by=OFFERED_BY)
 
 
+class Budget:
+    """What one graph's groups may keep (the storage of their values)."""
+
+    def __init__(self, limit: int = MAX_BYTES) -> None:
+        self.limit = limit
+        self.kept = 0
+
+    def take(self, size: int) -> bool:
+        if self.kept + size > self.limit:
+            return False
+        self.kept += size
+        return True
+
+
 class _Finder:
     """The groups of one block, and the constants they keep."""
 
-    def __init__(self, graph: torch._C.Graph, block: torch._C.Block) -> None:
+    def __init__(self, graph: torch._C.Graph, block: torch._C.Block, budget: Budget) -> None:
         self.graph = graph
         self.block = block
+        self.budget = budget
         self.hazards = _Hazards(graph, block)
         self.first = next(iter(block.nodes()))
-        self.kept = 0
 
-    def order(self) -> list[torch._C.Node]:
-        return list(self.block.nodes())
+    def positions(self) -> dict[torch._C.Node, int]:
+        """Each node's place in the block (copies of arithmetic change them)."""
+        return {node: i for i, node in enumerate(self.block.nodes())}
 
     def hold(self, values: list[torch.Tensor]) -> list[torch._C.Value]:
         """Constants of the values, at the block's start."""
@@ -276,77 +294,75 @@ class _Finder:
         return held
 
     def region(self, nodes: set[torch._C.Node]) -> list[Partition]:
-        order = self.order()
-        named = f"[{describe(sorted(nodes, key=order.index))}]"
-        nodes = _private_arithmetic(self.graph, nodes, order)
-        order = self.order()
-        members = sorted(nodes, key=order.index)
-        outputs = _given(nodes, order)
+        position = self.positions()
+        named = f"[{describe(sorted(nodes, key=position.__getitem__))}]"
+        nodes = _private_arithmetic(self.graph, nodes, position)
+        position = self.positions()
+        members = sorted(nodes, key=position.__getitem__)
+        outputs = _given(nodes, position)
         constants = [v for n in nodes for v in n.inputs()
                      if v.node().kind() == "prim::Constant" and _is_tensor(v)]
         if outputs is None or self.hazards.any([*outputs, *constants]):
             log.debug(NAME, f"{named} stays: an op may write a value it reads or gives, or "
                             "the caller get one")
             return []
-        sources = list({v.unique(): v for n in members for v in n.inputs()
-                        if v.node() not in nodes and v.node().kind() != "prim::Constant"}.values())
+        sources = _read_from_outside(nodes, position)
         if not all(_complete(v) for v in sources):
             log.debug(NAME, f"{named} stays: a tensor whose sizes it reads was not profiled")
             return []
         pieces = [nodes]
-        if isinstance(rewrite.nodes_to_move(
-                self.graph, _partition(members, sources, outputs, []), order), str):
+        if isinstance(rewrite.nodes_to_move(self.graph, _partition(members, sources, outputs, []),
+                                            list(self.block.nodes())), str):
             pieces = _pieces(nodes)
         # What each piece gives once it copies the arithmetic it shares (tensors only).
-        given = {v.unique(): v for piece in pieces for n in sorted(piece, key=order.index)
-                 for v in n.outputs()
+        given = {v.unique(): v for piece in pieces
+                 for n in sorted(piece, key=position.__getitem__) for v in n.outputs()
                  if _is_tensor(v) and any(u.user not in piece for u in v.uses())}
         values = _evaluate(members, sources, list(given.values()))
         if values is None:
             return []
-        size = sum(t.untyped_storage().nbytes() for t in values)
-        if self.kept + size > MAX_BYTES:
-            log.debug(NAME, f"{named} stays: its values would pass {MAX_BYTES} bytes kept")
+        if not self.budget.take(sum(t.untyped_storage().nbytes() for t in values)):
+            log.debug(NAME, f"{named} stays: its values would pass the "
+                            f"{self.budget.limit} bytes a graph keeps")
             return []
-        self.kept += size
         return self.groups(pieces, dict(zip(given, values, strict=True)))
 
     def groups(self, pieces: list[set[torch._C.Node]], values: dict[int, torch.Tensor]
                ) -> list[Partition]:
         """A group per piece, in block order; each is guarded on the tensors whose sizes it
         reads and on those the pieces computing its inputs read."""
-        order = self.order()
-        pieces.sort(key=lambda p: max(order.index(n) for n in p))
+        position = self.positions()
+        pieces.sort(key=lambda p: max(position[n] for n in p))
         made: dict[int, list[torch._C.Value]] = {}  # piece output id -> the sources behind it
         partitions = []
         for piece in pieces:
-            nodes = _private_arithmetic(self.graph, piece, self.order())
-            order = self.order()
-            members = sorted(nodes, key=order.index)
-            outputs = _given(nodes, order)
-            read = {v.unique(): v for n in members for v in n.inputs()
-                    if v.node() not in nodes and v.node().kind() != "prim::Constant"}
-            inputs = dict(read)
-            for i in read:
-                inputs.update((v.unique(), v) for v in made.get(i, []))
+            nodes = _private_arithmetic(self.graph, piece, self.positions())
+            position = self.positions()
+            outputs = _given(nodes, position)
+            read = _read_from_outside(nodes, position)
+            inputs = {v.unique(): v for v in read}
+            for v in read:
+                inputs.update((u.unique(), u) for u in made.get(v.unique(), []))
             guarded = list(inputs.values())
             for v in outputs or []:
                 made[v.unique()] = [u for u in guarded if u.unique() not in made]
             if not outputs or all(values[v.unique()].dim() == 0 for v in outputs):
                 continue  # numbers only: no group is worth it (its readers guard its sources)
             held = self.hold([values[v.unique()] for v in outputs])
-            partitions.append(_partition(members, guarded, outputs, held))
+            partitions.append(_partition(sorted(nodes, key=position.__getitem__), guarded,
+                                         outputs, held))
         return partitions
 
 
-def find_partitions(graph: torch._C.Graph, block: torch._C.Block) -> list[Partition]:
+def find_partitions(graph: torch._C.Graph, block: torch._C.Block,
+                    budget: Budget) -> list[Partition]:
     determined = _determined(block)
     if not determined:
         return []
-    finder = _Finder(graph, block)
+    finder = _Finder(graph, block, budget)
     partitions = []
     for nodes in _components(block, determined):
         partitions += finder.region(nodes)
     log.update(NAME, f"{len(partitions)} groups of sizes and constants, "
-                     f"{finder.kept} bytes kept")
+                     f"{budget.kept} bytes kept in the graph")
     return partitions
