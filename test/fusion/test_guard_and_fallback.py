@@ -33,6 +33,14 @@ def run(module: torch.jit.ScriptModule, *xs: torch.Tensor) -> torch.Tensor:
         return module(*xs)
 
 
+def _assert_eagers(module: torch.jit.ScriptModule, model: nn.Module, *xs: torch.Tensor) -> None:
+    """The fused module's result is eager's, strides included."""
+    with torch.no_grad():
+        out, ref = run(module, *xs), model(*xs)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    assert out.stride() == ref.stride()
+
+
 def test_new_batch_size_compiles_a_new_partition() -> None:
     model = ConvRelu().eval()
     module, _, _ = runner.fused(model, [torch.randn(2, 3, 16, 16)])
@@ -66,10 +74,7 @@ def test_input_layout_other_than_profiled_runs_unfused() -> None:
     layouts = (torch.randn(1, 3, 16, 16).transpose(2, 3),
                torch.randn(1, 3, 16, 16).to(memory_format=torch.channels_last))
     for x in layouts:
-        with torch.no_grad():
-            out, ref = run(module, x), model(x)
-        torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
-        assert out.stride() == ref.stride()
+        _assert_eagers(module, model, x)
     assert torch_graphfuse.kernel_stats()["fallbacks"] == len(layouts)
     assert torch_graphfuse.kernel_stats()["unfused_specs"] == len(layouts)
     (group, why), = torch_graphfuse.last_report().unfused_specs()
@@ -84,31 +89,26 @@ class Scores(torch.nn.Module):
         return torch.matmul(q, k.transpose(-1, -2)) / 4.0
 
 
-def test_transposed_input_at_new_sizes_stays_fused() -> None:
-    """Dense in the profiled dim order at other token counts: eager lays the result out
-    alike, so the spec runs fused."""
+def _fused_scores() -> tuple[torch.jit.ScriptModule, nn.Module]:
     model = Scores().eval()
     module, _, _ = runner.fused(model, [torch.randn(2, 4, 8, 16), torch.randn(2, 4, 8, 16)])
     torch_graphfuse.reset_kernel_stats()
+    return module, model
+
+
+def test_transposed_input_at_new_sizes_stays_fused() -> None:
+    """Dense in the profiled dim order at other token counts: eager lays the result out
+    alike, so the spec runs fused."""
+    module, model = _fused_scores()
     for tokens in (5, 12):
-        q, k = torch.randn(2, 4, tokens, 16), torch.randn(2, 4, tokens, 16)
-        with torch.no_grad():
-            out, ref = run(module, q, k), model(q, k)
-        torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
-        assert out.stride() == ref.stride()
+        _assert_eagers(module, model, torch.randn(2, 4, tokens, 16), torch.randn(2, 4, tokens, 16))
     assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
 
 
 def test_transposed_input_with_gaps_at_new_sizes_runs_unfused() -> None:
     """Not dense: the order alone does not say eager's layout, so that spec runs unfused."""
-    model = Scores().eval()
-    module, _, _ = runner.fused(model, [torch.randn(2, 4, 8, 16), torch.randn(2, 4, 8, 16)])
-    torch_graphfuse.reset_kernel_stats()
-    q, k = torch.randn(2, 4, 5, 16), torch.randn(2, 4, 10, 16)[:, :, ::2]
-    with torch.no_grad():
-        out, ref = run(module, q, k), model(q, k)
-    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
-    assert out.stride() == ref.stride()
+    module, model = _fused_scores()
+    _assert_eagers(module, model, torch.randn(2, 4, 5, 16), torch.randn(2, 4, 10, 16)[:, :, ::2])
     assert torch_graphfuse.kernel_stats()["unfused_specs"] == 1
 
 
