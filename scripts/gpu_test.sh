@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU tier of the cuDNN backend in one command, on a GPU machine as it is:
 #
-#   scripts/gpu_test.sh                  # preflight, build, then test/cudnn with its GPU tests
-#                                        # and test/benchmarks/test_gpu_bench.py
+#   scripts/gpu_test.sh                  # build, preflight, the special-values sweep, then
+#                                        # test/cudnn with its GPU tests and
+#                                        # test/benchmarks/test_gpu_bench.py
 #   scripts/gpu_test.sh --bench [ARGS]   # the same, then benchmarks/gpu_bench.py ARGS
 #
 # What it expects: Linux x86-64, an NVIDIA GPU with a driver for CUDA 13 (R580 or newer),
@@ -62,7 +63,9 @@ for wheel in sorted(carried.glob("*.whl")):
     print(f"gpu_test: unpacking {wheel.name}")
     zipfile.ZipFile(wheel).extractall(site)
 PY
-export PYTHONPATH="$PWD/$site${PYTHONPATH:+:$PYTHONPATH}"
+# The checkout first: benchmarks/gpu_bench.py imports torch_graphfuse from it, as the
+# tests do through their rootdir.
+export PYTHONPATH="$PWD:$PWD/$site${PYTHONPATH:+:$PYTHONPATH}"
 for module in cudnn pytest; do
   if ! "$python" -c "import $module" 2>/dev/null; then
     echo "gpu_test: $python cannot import $module; bring its wheel: scripts/gpu_wheels.sh" >&2
@@ -76,6 +79,10 @@ cmake -S . -B build/gpu -G Ninja -DPython3_EXECUTABLE="$python" \
 cmake --build build/gpu | grep -v "^ninja: no work to do" || true
 
 "$python" -m torch_graphfuse.backends.cudnn.preflight
+# A report, not a gate: which engines keep eager's NaN and infinities through relu,
+# clamp and amax decides whether those ops may map without the finite guard.
+"$python" -m torch_graphfuse.backends.cudnn.special_values --json "${SPECIAL_VALUES_JSON:-/dev/null}" \
+  || echo "gpu_test: the special-values sweep could not run" >&2
 "$python" -m pytest test/cudnn test/benchmarks/test_gpu_bench.py -q -rs
 if [ ${#bench[@]} -gt 0 ]; then
   "$python" "${bench[@]}"

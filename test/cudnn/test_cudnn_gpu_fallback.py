@@ -54,7 +54,7 @@ def test_plan_cudnn_refuses_runs_the_group_unfused_with_one_warning(
         fresh_runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import cudnn
 
-    def refuse(self: Any, graph: Any, handle: Any, autotune: bool) -> Any:
+    def refuse(self: Any, graph: Any, *args: Any, **kwargs: Any) -> Any:
         raise cudnn.cudnnGraphNotSupportedError("forced: no engine supports this graph")
 
     monkeypatch.setattr(CudnnCompiler, "build", refuse)

@@ -1,0 +1,295 @@
+"""On a GPU: does every engine cuDNN offers keep eager's NaN and infinities?
+
+    python -m torch_graphfuse.backends.cudnn.special_values [--json FILE]
+
+The ops that take extrema (relu, clamp, amax) map only where their input is proven
+finite, and the check that proves it reads back to the host on every run. Whether cuDNN
+propagates NaN through them as ATen does (relu(NaN) = NaN, clamp(NaN) = NaN, a max
+reduction over a NaN is NaN) depends on the engine's code, which the API does not
+document: an epilogue may compute max(x, 0) with fmaxf, which returns 0 for NaN.
+
+This runs small groups of the lowering's shapes, each on inputs that put NaN, +inf and
+-inf into the anchor's result, with every plan of the heuristics' list (modes A and
+FALLBACK), and compares each result with eager PyTorch on the same GPU: NaN where eager
+has NaN, the same infinities, finite values within 16-bit rounding. It prints one line
+per (group, plan) and exits non-zero only where nothing could run at all; a mismatch is
+a finding to act on, not a failure of this check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+
+from . import builder, ir
+from .frontend import load_cudnn
+
+M, K, N = 64, 32, 48
+IMAGE = [2, 16, 8, 8]  # N, C, H, W; 16 output channels, 3x3 kernel, padding 1
+CONV_ATTRS = {"padding": [1, 1], "stride": [1, 1], "dilation": [1, 1]}
+DTYPES = {"half": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One group: its IR made from the io dtype, its inputs, and eager's result."""
+
+    name: str
+    graph: Callable[[str], ir.Graph]
+    inputs: Callable[[torch.dtype], list[torch.Tensor]]
+    eager: Callable[[list[torch.Tensor]], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Finding:
+    case: str
+    dtype: str
+    plan: int
+    engine: str
+    ran: bool
+    nan_lost: int = 0  # eager NaN, cuDNN not
+    nan_made: int = 0  # cuDNN NaN, eager not
+    inf_differs: int = 0
+    finite_differs: int = 0
+    largest_finite_error: float = 0.0
+    error: str = ""
+
+    @property
+    def exact(self) -> bool:
+        return self.ran and not (self.nan_lost or self.nan_made or self.inf_differs
+                                 or self.finite_differs)
+
+
+# -- the groups ----------------------------------------------------------------------------
+
+
+def _contiguous(dims: list[int]) -> list[int]:
+    strides, step = [], 1
+    for d in reversed(dims):
+        strides.insert(0, step)
+        step *= d
+    return strides
+
+
+def _nhwc(dims: list[int]) -> list[int]:
+    n, c, h, w = dims
+    return [h * w * c, 1, w * c, c]
+
+
+class _Maker:
+    def __init__(self, io: str) -> None:
+        self.graph = ir.Graph(io, "float", "float")
+
+    def tensor(self, dims: list[int], strides: list[int] | None, virtual: bool,
+               dtype: str | None = None) -> int:
+        tid = len(self.graph.tensors)
+        default = "float" if virtual else self.graph.io_dtype
+        self.graph.tensors.append(ir.Tensor(tid, list(dims), strides or _contiguous(dims),
+                                            dtype or default, virtual))
+        return tid
+
+    def input(self, dims: list[int], strides: list[int] | None = None) -> int:
+        tid = self.tensor(dims, strides, virtual=False)
+        self.graph.inputs.append(tid)
+        return tid
+
+    def node(self, op: str, port: str, inputs: dict[str, int], dims: list[int],
+             strides: list[int] | None = None, out: bool = False, dtype: str | None = None,
+             **attrs: object) -> int:
+        tid = self.tensor(dims, strides, virtual=not out, dtype=dtype)
+        self.graph.nodes.append(ir.Node(op, inputs, {port: tid}, dict(attrs)))
+        if out:
+            self.graph.outputs.append(tid)
+        return tid
+
+
+def _matmul_then(*epilogue: tuple[str, dict[str, object]]) -> Callable[[str], ir.Graph]:
+    """matmul [1, M, K] x [1, K, N], then pointwise modes, the last one the output."""
+    def make(io: str) -> ir.Graph:
+        m = _Maker(io)
+        a, b = m.input([1, M, K]), m.input([1, K, N])
+        y = m.node("matmul", "C", {"A": a, "B": b}, [1, M, N])
+        for i, (mode, attrs) in enumerate(epilogue):
+            y = m.node("pointwise", "OUT_0", {"IN_0": y}, [1, M, N],
+                       out=i == len(epilogue) - 1, mode=mode, **attrs)
+        return m.graph
+    return make
+
+
+def _matmul_row_max(io: str) -> ir.Graph:
+    m = _Maker(io)
+    a, b = m.input([1, M, K]), m.input([1, K, N])
+    y = m.node("matmul", "C", {"A": a, "B": b}, [1, M, N])
+    # A reduction writes float, whatever the io type (cuDNN refuses a 16-bit one).
+    m.node("reduction", "Y", {"X": y}, [1, M, 1], out=True, dtype="float", mode="max")
+    return m.graph
+
+
+def _conv_bias_relu(io: str) -> ir.Graph:
+    m = _Maker(io)
+    x = m.input(IMAGE, _nhwc(IMAGE))
+    w = m.input([16, 16, 3, 3], _nhwc([16, 16, 3, 3]))
+    bias = m.input([1, 16, 1, 1], [16, 1, 16, 16])
+    y = m.node("conv_fprop", "Y", {"X": x, "W": w}, IMAGE, _nhwc(IMAGE), **CONV_ATTRS)
+    y = m.node("pointwise", "OUT_0", {"IN_0": y, "IN_1": bias}, IMAGE, _nhwc(IMAGE), mode="add")
+    m.node("pointwise", "OUT_0", {"IN_0": y}, IMAGE, _nhwc(IMAGE), out=True, mode="relu_fwd")
+    return m.graph
+
+
+# -- inputs with special values in the anchor's result ---------------------------------
+
+
+def _matmul_inputs(dtype: torch.dtype) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(1, M, K, generator=generator) * 0.5
+    b = torch.randn(1, K, N, generator=generator) * 0.5
+    b[0, 0] = b[0, 0].abs() + 0.1  # row 0 of B positive: an infinity in A's column 0 keeps its sign
+    b[0, 1, ::7] = 0.0  # inf * 0 in some columns: NaN there only
+    a[0, 0, 0] = float("nan")  # row 0: NaN everywhere
+    a[0, 1, 0] = float("inf")  # row 1: +inf everywhere
+    a[0, 2, 0] = float("-inf")  # row 2: -inf everywhere
+    a[0, 3, 1] = float("inf")  # row 3: +-inf by B's sign, NaN where B is 0
+    a[0, 4, 1] = float("-inf")
+    return [a.to("cuda", dtype), b.to("cuda", dtype)]
+
+
+def _conv_inputs(dtype: torch.dtype, special: bool = True) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(IMAGE, generator=generator)
+    w = torch.randn(16, 16, 3, 3, generator=generator) * 0.2
+    w[:, 0] = w[:, 0].abs() + 0.05  # input channel 0 positive: its infinities keep their sign
+    bias = torch.randn(1, 16, 1, 1, generator=generator)
+    if special:
+        x[0, 0, 2, 2] = float("nan")
+        x[1, 0, 5, 5] = float("inf")
+        x[1, 0, 1, 1] = float("-inf")
+        x[0, 1, 6, 6] = float("inf")  # mixed signs across output channels
+    return [x.to("cuda", dtype, memory_format=torch.channels_last),
+            w.to("cuda", dtype, memory_format=torch.channels_last), bias.to("cuda", dtype)]
+
+
+def _mm(xs: list[torch.Tensor]) -> torch.Tensor:
+    return torch.matmul(xs[0], xs[1])
+
+
+CASES = [
+    Case("matmul+relu", _matmul_then(("relu_fwd", {})), _matmul_inputs,
+         lambda xs: torch.relu(_mm(xs))),
+    Case("matmul+clamp(0,6)", _matmul_then(("max", {"scalar": 0.0}), ("min", {"scalar": 6.0})),
+         _matmul_inputs, lambda xs: torch.clamp(_mm(xs), 0.0, 6.0)),
+    Case("matmul+clamp_min(0)", _matmul_then(("max", {"scalar": 0.0})), _matmul_inputs,
+         lambda xs: torch.clamp_min(_mm(xs), 0.0)),
+    Case("matmul+relu6", _matmul_then(("relu_fwd", {"relu_upper_clip": 6.0})), _matmul_inputs,
+         lambda xs: F.relu6(_mm(xs))),
+    Case("matmul+gelu", _matmul_then(("gelu_fwd", {})), _matmul_inputs,
+         lambda xs: F.gelu(_mm(xs))),
+    Case("matmul+gelu_tanh", _matmul_then(("gelu_approx_tanh_fwd", {})), _matmul_inputs,
+         lambda xs: F.gelu(_mm(xs), approximate="tanh")),
+    Case("matmul+sigmoid", _matmul_then(("sigmoid_fwd", {})), _matmul_inputs,
+         lambda xs: torch.sigmoid(_mm(xs))),
+    Case("matmul+tanh", _matmul_then(("tanh_fwd", {})), _matmul_inputs,
+         lambda xs: torch.tanh(_mm(xs))),
+    Case("matmul+silu", _matmul_then(("swish_fwd", {})), _matmul_inputs,
+         lambda xs: F.silu(_mm(xs))),
+    Case("matmul+row amax", _matmul_row_max, _matmul_inputs,
+         lambda xs: torch.amax(_mm(xs), -1, keepdim=True)),
+    Case("conv+bias+relu NHWC", _conv_bias_relu, _conv_inputs,
+         lambda xs: torch.relu(F.conv2d(xs[0], xs[1], xs[2].flatten(), padding=1))),
+    # The same without special values: what differs here is rounding, not NaN handling.
+    Case("conv+bias+relu finite", _conv_bias_relu, lambda dtype: _conv_inputs(dtype, False),
+         lambda xs: torch.relu(F.conv2d(xs[0], xs[1], xs[2].flatten(), padding=1))),
+]
+
+
+# -- the sweep ----------------------------------------------------------------------------
+
+
+def compare(got: torch.Tensor, want: torch.Tensor) -> dict[str, float]:
+    """Where `got` departs from eager's `want`, counted by kind."""
+    got, want = got.float(), want.float()
+    got_nan, want_nan = got.isnan(), want.isnan()
+    infinite = (got.isinf() | want.isinf()) & ~got_nan & ~want_nan
+    finite = got.isfinite() & want.isfinite()
+    close = torch.isclose(got, want, rtol=2e-2, atol=2e-2)
+    error = (got - want).abs()[finite]
+    return {"nan_lost": int((want_nan & ~got_nan).sum()),
+            "nan_made": int((got_nan & ~want_nan).sum()),
+            "inf_differs": int((infinite & (got != want)).sum()),
+            "finite_differs": int((finite & ~close).sum()),
+            "largest_finite_error": float(error.max()) if error.numel() else 0.0}
+
+
+def sweep_case(case: Case, io: str, handle: object) -> list[Finding]:
+    cudnn = load_cudnn()
+    dtype = DTYPES[io]
+    graph = case.graph(io)
+    inputs = case.inputs(dtype)
+    want = case.eager(inputs)
+    out = graph.tensor(graph.outputs[0])
+    try:
+        fe = builder.build(graph, handle=handle).graph
+        fe.validate()
+        fe.build_operation_graph()
+        fe.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        fe.check_support()
+    except Exception as error:
+        return [Finding(case.name, io, -1, "", False, error=f"{type(error).__name__}: {error}")]
+    pack = {builder.uid(tid): x for tid, x in zip(graph.inputs, inputs, strict=True)}
+    found = []
+    for index in range(fe.get_execution_plan_count()):
+        engine = fe.get_plan_name_at_index(index)
+        try:
+            fe.build_plan_at_index(index)
+            got = torch.empty_strided(out.dims, out.strides, dtype=ir.TORCH_DTYPES[out.dtype],
+                                      device="cuda").fill_(12345.0)
+            pack[builder.uid(out.id)] = got
+            workspace = torch.empty(fe.get_workspace_size_plan_at_index(index),
+                                    dtype=torch.uint8, device="cuda")
+            fe.execute_plan_at_index(pack, workspace, index, handle)
+            torch.cuda.synchronize()
+        except Exception as error:
+            found.append(Finding(case.name, io, index, engine, False,
+                                 error=f"{type(error).__name__}: {str(error)[:160]}"))
+            continue
+        found.append(Finding(case.name, io, index, engine, True,
+                             **compare(got.reshape(want.shape), want)))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="also write the findings to this file, one per line")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("special_values: torch sees no CUDA GPU", file=sys.stderr)
+        return 1
+    cudnn = load_cudnn()
+    handle = cudnn.create_handle()
+    cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
+    print(f"special_values: {torch.cuda.get_device_name()}, cuDNN {cudnn.backend_version()}")
+    findings = [f for case in CASES for io in DTYPES for f in sweep_case(case, io, handle)]
+    for f in findings:
+        if not f.ran:
+            verdict = f"did not run: {f.error}"
+        elif f.exact:
+            verdict = "as eager"
+        else:
+            verdict = (f"DIFFERS: nan_lost={f.nan_lost} nan_made={f.nan_made} "
+                       f"inf_differs={f.inf_differs} finite_differs={f.finite_differs} "
+                       f"(largest finite error {f.largest_finite_error:.3g})")
+        print(f"{f.case:24} {f.dtype:9} plan {f.plan:2} {f.engine:28} {verdict}")
+    if args.json:
+        with open(args.json, "w") as out:
+            for f in findings:
+                out.write(json.dumps(asdict(f)) + "\n")
+    return 0 if any(f.ran for f in findings) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
