@@ -4,6 +4,8 @@ others, and leaves them with ATen where an op writes through them."""
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from fusion_check import assert_matches, eager, fuse, run
 from torch import nn
@@ -214,3 +216,31 @@ def test_view_read_outside_the_group_stays_with_aten() -> None:
     assert_matches(out, eager(model, [x]), "fp32")
     assert not _head_groups(graph), graph
     assert out[0].data_ptr() == x.data_ptr()
+
+
+class NoOpViewBetweenGroups(nn.Module):
+    """A flatten that changes nothing between a product and a normalization: the mapping
+    takes it as its input's tensor, which the product's group gives as the view."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 8, bias=False)
+        self.weight = nn.Parameter(torch.randn(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x).flatten(0, 0)
+        variance = h.pow(2).mean(-1, keepdim=True)
+        return self.weight * (h * torch.rsqrt(variance + 1e-5))
+
+
+def test_group_reads_the_view_another_group_gives_of_its_tensor() -> None:
+    """The normalization's group reads the flatten's result, not the product's tensor
+    inside the other group (which the rewrite would find gone: the pass failed)."""
+    model, x = NoOpViewBetweenGroups().eval(), torch.randn(2, 2, 16)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="torch_graphfuse")
+        module, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    assert len(runner.fusion_groups(graph)) == 2, graph
+    other = torch.randn(3, 2, 16)
+    assert_matches(run(module, [other]), eager(model, [other]), "fp32")

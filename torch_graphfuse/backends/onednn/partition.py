@@ -11,6 +11,7 @@ convolution's windows).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import torch
@@ -77,6 +78,19 @@ def exposed_values(backend: BackendGraph, nodes: list[torch._C.Node],
     return exposed
 
 
+def _reading_exposed(part: Partition, exposed_as: dict[int, torch._C.Value]) -> Partition:
+    """The partition reading, for each tensor another group gives only as a view that
+    computes nothing (exposed_values), that view: the tensor's own value stays inside the
+    group that computes it."""
+    ports = [exposed_as.get(i) for i in part.input_ids[:part.ports]]
+    if not any(ports):
+        return part
+    inputs = [v or given for v, given in zip(ports, part.inputs, strict=False)]
+    ids = [v.unique() if v else i for v, i in zip(ports, part.input_ids, strict=False)]
+    return dataclasses.replace(part, inputs=[*inputs, *part.inputs[part.ports:]],
+                               input_ids=[*ids, *part.input_ids[part.ports:]])
+
+
 def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionReport
                     ) -> list[Partition]:
     """The block's partitions, each with the views of its inputs and results it can take
@@ -85,6 +99,7 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
     op_count = Counter(op.node for op in backend.ops if op.node is not None)
     order = {node: i for i, node in enumerate(mapped.nodes)}
     result = []
+    exposed_as: dict[int, torch._C.Value] = {}  # a group's tensor -> the view it gives
     left: list[tuple[list[torch._C.Node], str]] = []  # refused: their nodes, why
     partitions, refused = _partition_in_pieces(backend, backend.ops)
     for op_id, why in refused:
@@ -110,6 +125,8 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
                                      int8_padding_windows(ops, backend))
         shape_inputs = candidate.shape_inputs
         made = {v.unique(): v for n in nodes for v in n.outputs()}
+        exposed_as.update((out, made.get(e) or mapped.values[e])
+                          for out, e in zip(out_ids, exposed, strict=True) if e != out)
         result.append(Partition(nodes, [mapped.values[i] for i in in_ids] + shape_inputs,
                                 [made.get(i) or mapped.values[i] for i in exposed],
                                 in_ids + [v.unique() for v in shape_inputs], exposed,
@@ -121,6 +138,7 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
                                 last_dims=frozenset().union(*(op.last_dims for op in ops))))
         log.update(NAME, f"partition [{describe(nodes)}]: {len(in_ids)} inputs, "
                          f"{len(out_ids)} outputs")
+    result = [_reading_exposed(part, exposed_as) for part in result]
     result, absorbed = boundary_views.extend(graph, mapped.block, result)
     for node, why in mapped.unmapped.items():
         if node.kind().startswith("aten::") and node not in absorbed:

@@ -58,7 +58,12 @@ class Summary:
         out += [f"  torchscript {r.dtype}:{r.index}: {r.torchscript[0][:150]}"
                 for r in rs if r.status == "torchscript" and r.torchscript][:10]
         warned = Counter(w for r in rs for w in r.warnings)
-        out += [f"  plugin warning x{n}: {w}" for w, n in warned.most_common(5)]
+        first: dict[str, str] = {}  # a warning -> the first graph that gave it (for --index)
+        for r in rs:
+            for w in r.warnings:
+                first.setdefault(w, f"{r.dtype}:{r.index}")
+        out += [f"  plugin warning x{n} (graph {first[w]} first): {w}"
+                for w, n in warned.most_common(5)]
         for cause in CAUSES:
             group = self.failures().get(cause, [])
             if group:
