@@ -113,9 +113,78 @@ def test_the_values_are_those_at_the_profiled_sizes() -> None:
     assert torch.equal(held, torch.arange(5))
 
 
-def test_a_tensor_an_op_writes_in_place_stays() -> None:
+def test_a_write_to_memory_the_region_made_is_part_of_its_value() -> None:
     write = "%w : Tensor = aten::add_(%r, %one, %one)"
-    assert _partitions(_WRITTEN.format(write=write))[1] == []
+    _graph, (found,) = _partitions(_WRITTEN.format(write=write))
+    assert [n.kind() for n in found.nodes] == ["aten::size", "aten::arange", "aten::add_"]
+    assert torch.equal(found.inputs[1].toIValue(), torch.arange(5) + 1)
+
+
+def test_a_write_after_another_op_read_the_memory_stays() -> None:
+    """mul reads arange's memory before add_ writes it: one constant cannot be both."""
+    source = _WRITTEN.replace("{write}", """%early : Tensor = aten::mul(%x, %r)
+      %w : Tensor = aten::add_(%r, %one, %one)""").replace("aten::mul(%x, %r)\n      return",
+                                                            "aten::mul(%early, %r)\n      return")
+    graph, found = _partitions(source)
+    assert found == [], graph
+
+
+_WRITES_A_VIEW_OF_AN_INPUT = """
+    graph(%x : Float(2, 5, strides=[5, 1], requires_grad=0, device=cpu)):
+      %zero : int = prim::Constant[value=0]()
+      %one : int = prim::Constant[value=1]()
+      %false : bool = prim::Constant[value=0]()
+      %none : NoneType = prim::Constant()
+      %n : int = aten::size(%x, %one)
+      %r : Tensor = aten::arange(%n, %none, %none, %none, %none)
+      %v : Tensor = aten::select(%x, %zero, %zero)
+      %w : Tensor = aten::copy_(%v, %r, %false)
+      %y : Tensor = aten::mul(%x, %r)
+      return (%y)"""
+
+
+def test_a_write_to_memory_the_graph_was_given_stays() -> None:
+    graph, found = _partitions(_WRITES_A_VIEW_OF_AN_INPUT)
+    assert all("aten::copy_" not in [n.kind() for n in p.nodes] for p in found), graph
+
+
+class RelativePositions(nn.Module):
+    """A relative-position index filled in with slice assignments from the input's sizes,
+    looked up in a table and added to attention scores, as BEiT builds it on each call."""
+
+    def __init__(self, tokens: int = 9) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(4 * tokens, 1))
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.size(1) - 1
+        coords = torch.arange(n)
+        relative = coords[:, None] - coords[None, :]
+        relative += n - 1
+        index = torch.zeros(n + 1, n + 1, dtype=relative.dtype)
+        index[1:, 1:] = relative
+        index[0, 0:] = 2 * n - 1
+        index[0:, 0] = 2 * n
+        index[0, 0] = 2 * n + 1
+        bias = self.table[index.view(-1)].view(n + 1, n + 1, 1).permute(2, 0, 1).contiguous()
+        h = self.fc(x)
+        scores = h[:, None, :, :2] @ h[:, None, :, 2:4].transpose(-1, -2)
+        return (scores + bias).softmax(-1)
+
+
+def test_an_index_filled_in_place_is_computed_once_with_its_writes() -> None:
+    model, x = RelativePositions().eval(), torch.randn(2, 9, 8)
+    module, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    groups = _constant_groups(graph)
+    assert any({"aten::copy_", "aten::fill_", "aten::index"} <= set(g) for g in groups), graph
+    assert not {"aten::copy_", "aten::fill_", "aten::add_"} & set(runner.unfused_kinds(graph))
+    torch_graphfuse.reset_kernel_stats()
+    assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
+    for other in (torch.randn(2, 7, 8), torch.randn(1, 9, 8)):
+        assert_matches(run(module, [other]), eager(model, [other]), "fp32")
 
 
 class LateSizes(nn.Module):

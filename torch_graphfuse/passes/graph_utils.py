@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import torch
@@ -89,8 +90,8 @@ class WrittenMemory:
 
     def __init__(self, graph: torch._C.Graph) -> None:
         self.graph = graph
-        # What each op that writes in place writes (None: anything).
-        self._writes: list[list[torch._C.Value] | None] | None = None
+        # Each op that writes in place and what it writes (None: anything).
+        self._writes: list[tuple[torch._C.Node, list[torch._C.Value] | None]] | None = None
         self._alias_db: Any = None
 
     @property
@@ -99,14 +100,17 @@ class WrittenMemory:
             self._alias_db = self.graph.alias_db()
         return self._alias_db
 
-    def may_write(self, values: Iterable[torch._C.Value]) -> bool:
-        """Whether an op of the graph may write memory one of `values` may alias."""
+    def may_write(self, values: Iterable[torch._C.Value],
+                  ignoring: AbstractSet[torch._C.Node] = frozenset()) -> bool:
+        """Whether an op of the graph, but those `ignoring`, may write memory one of
+        `values` may alias."""
         if self._writes is None:
-            self._writes = [w for n in all_nodes(self.graph.block())
+            self._writes = [(n, w) for n in all_nodes(self.graph.block())
                             if (w := written_values(n)) is None or w]
-        if not self._writes:
+        writes = [w for n, w in self._writes if n not in ignoring]
+        if not writes:
             return False
         values = list(values)
         return any(written is None or any(self.alias_db.may_contain_alias(w, v)
                                           for w in written for v in values)
-                   for written in self._writes)
+                   for written in writes)

@@ -2,17 +2,22 @@
 values at the profiled sizes.
 
 A value is size-determined when it is a constant, a size (or rank, element count, device or
-dtype) of any tensor, or the result of a deterministic op without blocks that writes
-nothing, of size-determined values. Each tensor of them that another node reads is a group
-output; the nodes computing it form the group, one per set sharing a tensor (the size
-arithmetic they share is copied for each). The group's inputs are the tensors whose sizes it
-reads: at their profiled types the outputs are known, so they are computed here, once, and
-the group returns them as constants. Values the graph returns or that an op may write in
-place stay as they are (the caller or that op would change the constant).
+dtype) of any tensor, or the result of a deterministic op without blocks, of size-determined
+values. An op that writes in place counts only where all it may write is memory such ops
+made, which no other node has read before it (BEiT fills its relative-position index with
+slice assignments): computed once, the region leaves that memory as the graph would. Each
+tensor of them that another node reads is a group output; the nodes computing it form the
+group, one per set sharing a tensor, with the writes to its memory (the size arithmetic
+they share, numbers and 0-dim tensors, is copied for each). The group's inputs are the
+tensors whose sizes it reads: at their profiled types the outputs are known, so they are
+computed here, once, and the group returns them as constants. Values the graph returns or
+that another op may write in place stay as they are (the caller or that op would change the
+constant).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 
 import torch
@@ -37,16 +42,23 @@ _PURE_PRIMS = frozenset({"prim::ListConstruct", "prim::ListUnpack", "prim::Tuple
 MAX_BYTES = 64 << 20
 
 
-def _computes(node: torch._C.Node) -> bool:
-    """A deterministic op with no blocks that writes nothing: its result is a function of
-    its arguments."""
+def _pure(node: torch._C.Node) -> bool:
+    """A deterministic op with no blocks whose result is a function of its arguments."""
     kind = node.kind()
     if list(node.blocks()) or kind in _UNINITIALIZED or node.isNondeterministic():
         return False
-    if kind.startswith("prim::"):
-        return kind in _PURE_PRIMS
+    return kind in _PURE_PRIMS if kind.startswith("prim::") else kind.startswith("aten::")
+
+
+def _computes(node: torch._C.Node) -> bool:
+    """A pure op that writes nothing."""
     written = written_values(node)
-    return kind.startswith("aten::") and written is not None and not written
+    return _pure(node) and written is not None and not written
+
+
+def _writes(node: torch._C.Node) -> bool:
+    """A pure op that writes some of its arguments in place."""
+    return _pure(node) and bool(written_values(node))
 
 
 _CONTAINERS = frozenset({"prim::TupleConstruct", "prim::ListConstruct", "prim::DictConstruct"})
@@ -72,10 +84,13 @@ def _data_inputs(node: torch._C.Node) -> list[torch._C.Value]:
     return inputs[1:] if node.kind() in METADATA else inputs
 
 
-def _walk(start: torch._C.Node, within: AbstractSet[torch._C.Node],
+Writers = Mapping[torch._C.Node, AbstractSet[torch._C.Node]]
+
+
+def _walk(start: torch._C.Node, within: AbstractSet[torch._C.Node], writers: Writers,
           stop: AbstractSet[torch._C.Node] = frozenset()) -> set[torch._C.Node]:
     """The nodes of `within` computing what `start` reads (itself included), through data
-    inputs, not past the nodes of `stop` (but `start`)."""
+    inputs and the writes to what they make, not past the nodes of `stop` (but `start`)."""
     found: set[torch._C.Node] = set()
     stack = [start]
     while stack:
@@ -84,12 +99,13 @@ def _walk(start: torch._C.Node, within: AbstractSet[torch._C.Node],
             continue
         found.add(node)
         stack += [v.node() for v in _data_inputs(node)]
+        stack += writers.get(node, ())
     return found
 
 
-def _determined(block: torch._C.Block) -> set[torch._C.Node]:
+def _closure(block: torch._C.Block, refused: AbstractSet[torch._C.Node]) -> set[torch._C.Node]:
     """The block's nodes whose results are size-determined (constants left out), but for
-    those that escape it."""
+    those that escape it, counting every write but the `refused`."""
     values: set[int] = set()
     nodes: set[torch._C.Node] = set()
     returned = _escaping(block)
@@ -99,7 +115,9 @@ def _determined(block: torch._C.Block) -> set[torch._C.Node]:
         if kind == "prim::Constant":
             values |= {v.unique() for v in node.outputs()}
             continue
-        if (not (kind in METADATA or _computes(node))
+        counts = (kind in METADATA or _computes(node)
+                  or (node not in refused and _writes(node)))
+        if (not counts
                 or any(v.unique() not in values for v in _data_inputs(node))
                 or any(v.unique() in returned or any(u.user not in top for u in v.uses())
                        for v in node.outputs())):
@@ -109,18 +127,109 @@ def _determined(block: torch._C.Block) -> set[torch._C.Node]:
     return nodes
 
 
+def _shares(node: torch._C.Node) -> list[torch._C.Value] | None:
+    """The inputs whose memory the node's results may share (a view's, an in-place op's
+    self, a list's elements), from its schema's alias annotations; None where they do not
+    say (a schema-less op, an alias into a list's elements)."""
+    kind = node.kind()
+    if kind in ("prim::ListConstruct", "prim::TupleConstruct"):
+        return list(node.inputs())
+    if kind in ("prim::Constant", "prim::NumToTensor"):
+        return []
+    schema = node.schema()
+    if schema == "(no schema)":
+        return None
+    arguments = torch._C.parse_schema(schema).arguments
+    annotated = [(v, a.alias_info) for v, a in zip(node.inputs(), arguments, strict=False)
+                 if a.alias_info is not None]
+    if any(info.before_set != info.after_set or "*" in info.before_set
+           for _, info in annotated):
+        return None
+    return [v for v, _ in annotated]
+
+
+class _Memory:
+    """What a write of size-determined nodes changes, followed through the schemas' alias
+    annotations (alias analysis puts every tensor in a list, as aten::index takes its
+    indices, among the wildcards that may alias the graph's inputs)."""
+
+    def __init__(self, block: torch._C.Block) -> None:
+        self.position = {node: i for i, node in enumerate(block.nodes())}
+
+    def changed(self, write: torch._C.Node, nodes: AbstractSet[torch._C.Node]
+                ) -> list[torch._C.Value] | None:
+        """Every value that may share the memory `write` writes, where that memory is one
+        the nodes made; None where it is not, or where a schema does not say."""
+        found: dict[int, torch._C.Value] = {}
+        for written in written_values(write) or ():
+            base = written
+            while (shared := _shares(base.node())):
+                if len(shared) != 1:
+                    return None
+                base = shared[0]
+            if shared is None or base.node() not in nodes:
+                return None
+            stack = [base]
+            while stack:
+                value = stack.pop()
+                if value.unique() in found:
+                    continue
+                found[value.unique()] = value
+                for use in value.uses():
+                    into = _shares(use.user)
+                    if into is None:
+                        return None
+                    if any(v.unique() == value.unique() for v in into):
+                        stack += list(use.user.outputs())
+        return list(found.values())
+
+    def private(self, write: torch._C.Node, nodes: AbstractSet[torch._C.Node]) -> bool:
+        """Whether `write` changes only memory the nodes made, which no other node read
+        before it."""
+        changed = self.changed(write, nodes)
+        if changed is None:
+            return False
+        at = self.position[write]
+        return not any(u.user not in nodes and self.position.get(u.user, -1) < at
+                       for v in changed for u in v.uses())
+
+
+def _determined(block: torch._C.Block
+                ) -> tuple[set[torch._C.Node], dict[torch._C.Node, set[torch._C.Node]]]:
+    """The block's size-determined nodes (constants left out, and those whose results
+    escape it), and the writes among them that may change each node's results."""
+    refused: set[torch._C.Node] = set()
+    while True:
+        nodes = _closure(block, refused)
+        writes = [n for n in nodes if _writes(n)]
+        if not writes:
+            return nodes, {}
+        aliases = _Memory(block)
+        shared = {w for w in writes if not aliases.private(w, nodes)}
+        if not shared:
+            writers: dict[torch._C.Node, set[torch._C.Node]] = {}
+            for w in writes:
+                for v in aliases.changed(w, nodes) or ():
+                    writers.setdefault(v.node(), set()).add(w)
+            return nodes, writers
+        # Refusing a write can leave others without their inputs: look again.
+        refused |= shared
+
+
 def _is_tensor(value: torch._C.Value) -> bool:
     return isinstance(value.type(), torch._C.TensorType)
 
 
 def _computes_tensor(node: torch._C.Node) -> bool:
-    return any(_is_tensor(v) for v in node.outputs())
+    """Whether the node computes an array: a 0-dim tensor (a size as a tensor) is
+    arithmetic, copied for each group that reads it rather than joining them."""
+    return any(_is_tensor(v) and v.type().dim() != 0 for v in node.outputs())
 
 
-def _components(block: torch._C.Block, determined: set[torch._C.Node]
+def _components(block: torch._C.Block, determined: set[torch._C.Node], writers: Writers
                 ) -> list[set[torch._C.Node]]:
     """The nodes of each group: the closures of the size-determined tensors other nodes
-    read, merged where they share a node computing a tensor."""
+    read, merged where they share a node computing an array."""
     outputs = []
     for node in block.nodes():
         if node in determined:
@@ -128,7 +237,7 @@ def _components(block: torch._C.Block, determined: set[torch._C.Node]
                         and any(u.user not in determined for u in v.uses())]
     groups: list[set[torch._C.Node]] = []
     for value in outputs:
-        nodes = _walk(value.node(), determined)
+        nodes = _walk(value.node(), determined, writers)
         tensors = {n for n in nodes if _computes_tensor(n)}
         merged = [g for g in groups if g & tensors]
         for g in merged:
@@ -153,13 +262,21 @@ def _given(nodes: set[torch._C.Node], position: dict[torch._C.Node, int]
     return given
 
 
+Copies = list[tuple[torch._C.Node, torch._C.Node]]
+
+
 def _private_arithmetic(graph: torch._C.Graph, nodes: set[torch._C.Node],
-                        position: dict[torch._C.Node, int]) -> set[torch._C.Node]:
-    """The nodes, with a copy of each that computes no tensor and that others read too (the
-    sizes and shape arithmetic shared with the rest of the graph, which stays there)."""
+                        position: dict[torch._C.Node, int]
+                        ) -> tuple[set[torch._C.Node], Copies]:
+    """The nodes, with a copy of each that computes no array and that others read too (the
+    sizes and shape arithmetic shared with the rest of the graph, which stays there); and
+    the (original, copy) pairs, for _restore."""
     result = set(nodes)
-    for node in sorted(nodes, key=position.__getitem__):
-        if _computes_tensor(node):
+    copies: Copies = []
+    # Last first: a copied node's original stays outside reading the originals, so what
+    # it reads is copied in turn.
+    for node in sorted(nodes, key=position.__getitem__, reverse=True):
+        if _computes_tensor(node) or _writes(node):
             continue
         if all(u.user in result for v in node.outputs() for u in v.uses()):
             continue
@@ -172,7 +289,16 @@ def _private_arithmetic(graph: torch._C.Graph, nodes: set[torch._C.Node],
                     use.user.replaceInput(use.offset, new)
         result.discard(node)
         result.add(clone)
-    return result
+        copies.append((node, clone))
+    return result, copies
+
+
+def _restore(copies: Copies) -> None:
+    """Undo _private_arithmetic: the readers of each copy read its original again."""
+    for original, clone in copies:
+        for old, new in zip(original.outputs(), clone.outputs(), strict=True):
+            new.replaceAllUsesWith(old)
+        clone.destroy()
 
 
 def _read_from_outside(nodes: set[torch._C.Node], position: dict[torch._C.Node, int]
@@ -226,17 +352,19 @@ class _Hazards:
     """Whether an op of the graph may write memory a value may alias, or the caller may get
     it (a value the graph returns may contain it): a kept constant would change."""
 
-    def __init__(self, graph: torch._C.Graph, block: torch._C.Block) -> None:
-        self.written = WrittenMemory(graph)
-        self.returned = [*graph.outputs(), *block.returnNode().inputs()]
+    def __init__(self, written: WrittenMemory, block: torch._C.Block) -> None:
+        self.written = written
+        self.returned = [*written.graph.outputs(), *block.returnNode().inputs()]
 
-    def any(self, values: list[torch._C.Value]) -> bool:
+    def any(self, values: list[torch._C.Value], region: AbstractSet[torch._C.Node]) -> bool:
+        """Whether the caller may get one of `values`, or an op outside `region` write one
+        (the region's own writes are part of computing them)."""
         db = self.written.alias_db
         return (any(db.may_contain_alias(r, v) for r in self.returned for v in values)
-                or self.written.may_write(values))
+                or self.written.may_write(values, ignoring=region))
 
 
-def _pieces(nodes: set[torch._C.Node]) -> list[set[torch._C.Node]]:
+def _pieces(nodes: set[torch._C.Node], writers: Writers) -> list[set[torch._C.Node]] | None:
     """The region cut after each node computing a tensor that two of its nodes read, or a
     node outside: a region that cannot take the place of its last node (a mask every layer
     reads, each where with the sizes of its own layer) becomes groups that can. Every
@@ -244,7 +372,11 @@ def _pieces(nodes: set[torch._C.Node]) -> list[set[torch._C.Node]]:
     roots = {n for n in nodes if _computes_tensor(n) and (
         len({u.user for v in n.outputs() for u in v.uses()}) > 1
         or any(u.user not in nodes for v in n.outputs() for u in v.uses()))}
-    return [_walk(root, nodes, roots) for root in roots]
+    pieces = [_walk(root, nodes, writers, roots) for root in roots]
+    # Arithmetic may be in several pieces (each copies it); a write to memory two pieces
+    # read would be in both.
+    writes = [n for piece in pieces for n in piece if _writes(n)]
+    return pieces if len(writes) == len(set(writes)) else None
 
 
 def _partition(nodes: list[torch._C.Node], inputs: list[torch._C.Value],
@@ -274,11 +406,13 @@ class Budget:
 class _Finder:
     """The groups of one block, and the constants they keep."""
 
-    def __init__(self, graph: torch._C.Graph, block: torch._C.Block, budget: Budget) -> None:
+    def __init__(self, graph: torch._C.Graph, block: torch._C.Block, budget: Budget,
+                 written: WrittenMemory, writers: Writers) -> None:
         self.graph = graph
         self.block = block
         self.budget = budget
-        self.hazards = _Hazards(graph, block)
+        self.hazards = _Hazards(written, block)
+        self.writers = writers
         self.first = next(iter(block.nodes()))
 
     def positions(self) -> dict[torch._C.Node, int]:
@@ -294,15 +428,23 @@ class _Finder:
         return held
 
     def region(self, nodes: set[torch._C.Node]) -> list[Partition]:
+        if not any(_computes_tensor(n) for n in nodes):
+            return []  # numbers and 0-dim tensors only: their readers compute them
         position = self.positions()
         named = f"[{describe(sorted(nodes, key=position.__getitem__))}]"
-        nodes = _private_arithmetic(self.graph, nodes, position)
+        nodes, copies = _private_arithmetic(self.graph, nodes, position)
+        found = self._groups_of(nodes, named)
+        if not found:
+            _restore(copies)
+        return found
+
+    def _groups_of(self, nodes: set[torch._C.Node], named: str) -> list[Partition]:
         position = self.positions()
         members = sorted(nodes, key=position.__getitem__)
         outputs = _given(nodes, position)
         constants = [v for n in nodes for v in n.inputs()
                      if v.node().kind() == "prim::Constant" and _is_tensor(v)]
-        if outputs is None or self.hazards.any([*outputs, *constants]):
+        if outputs is None or self.hazards.any([*outputs, *constants], nodes):
             log.debug(NAME, f"{named} stays: an op may write a value it reads or gives, or "
                             "the caller get one")
             return []
@@ -310,10 +452,14 @@ class _Finder:
         if not all(_complete(v) for v in sources):
             log.debug(NAME, f"{named} stays: a tensor whose sizes it reads was not profiled")
             return []
-        pieces = [nodes]
+        pieces: list[set[torch._C.Node]] | None = [nodes]
         if isinstance(rewrite.nodes_to_move(self.graph, _partition(members, sources, outputs, []),
                                             list(self.block.nodes())), str):
-            pieces = _pieces(nodes)
+            pieces = _pieces(nodes, self.writers)
+            if pieces is None:
+                log.debug(NAME, f"{named} stays: it cannot take one place, and its pieces "
+                                "would share a write")
+                return []
         # What each piece gives once it copies the arithmetic it shares (tensors only).
         given = {v.unique(): v for piece in pieces
                  for n in sorted(piece, key=position.__getitem__) for v in n.outputs()
@@ -336,7 +482,7 @@ class _Finder:
         made: dict[int, list[torch._C.Value]] = {}  # piece output id -> the sources behind it
         partitions = []
         for piece in pieces:
-            nodes = _private_arithmetic(self.graph, piece, self.positions())
+            nodes, copies = _private_arithmetic(self.graph, piece, self.positions())
             position = self.positions()
             outputs = _given(nodes, position)
             read = _read_from_outside(nodes, position)
@@ -347,7 +493,9 @@ class _Finder:
             for v in outputs or []:
                 made[v.unique()] = [u for u in guarded if u.unique() not in made]
             if not outputs or all(values[v.unique()].dim() == 0 for v in outputs):
-                continue  # numbers only: no group is worth it (its readers guard its sources)
+                # Numbers only: no group is worth it (its readers guard its sources).
+                _restore(copies)
+                continue
             held = self.hold([values[v.unique()] for v in outputs])
             partitions.append(_partition(sorted(nodes, key=position.__getitem__), guarded,
                                          outputs, held))
@@ -356,12 +504,13 @@ class _Finder:
 
 def find_partitions(graph: torch._C.Graph, block: torch._C.Block,
                     budget: Budget) -> list[Partition]:
-    determined = _determined(block)
+    written = WrittenMemory(graph)
+    determined, writers = _determined(block)
     if not determined:
         return []
-    finder = _Finder(graph, block, budget)
+    finder = _Finder(graph, block, budget, written, writers)
     partitions = []
-    for nodes in _components(block, determined):
+    for nodes in _components(block, determined, writers):
         partitions += finder.region(nodes)
     log.update(NAME, f"{len(partitions)} groups of sizes and constants, "
                      f"{budget.kept} bytes kept in the graph")

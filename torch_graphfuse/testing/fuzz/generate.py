@@ -33,6 +33,7 @@ from torch_graphfuse.testing.fuzz.propose_layers import (
 from torch_graphfuse.testing.fuzz.propose_pointwise import (
     p_binary,
     p_cast,
+    p_filled_positions,
     p_identity,
     p_inplace,
     p_positions,
@@ -66,7 +67,7 @@ PROPOSERS: list[tuple[Callable[[Gen], int | None], int]] = [
     (p_diamond, 2), (p_pool, 5),
     (p_mean, 3), (p_cat, 3), (p_softmax, 3), (p_shape, 8), (p_identity, 3), (p_cast, 3),
     (p_inplace, 7), (p_unsupported, 4), (p_positions, 3),
-    (p_size_scale, 2),
+    (p_size_scale, 2), (p_filled_positions, 2),
 ]
 
 

@@ -244,6 +244,21 @@ def p_positions(g: Gen) -> int | None:
                                          "scale": choice(g.c, [0.5, -1.25, 3.0])}))
 
 
+def p_filled_positions(g: Gen) -> int | None:
+    """x plus a table of its positions along one dim built with in-place writes to a tensor
+    made from x's size (slice assignment, fill, in-place scale)."""
+    x = g.pick(lambda v: len(g.shape(v)) >= 1 and g.dtype_of(v).is_floating_point)
+    if x is None:
+        return None
+    rank = len(g.shape(x))
+    dim = g.c.integer(0, rank - 1)
+    view = [-1 if d == dim else 1 for d in range(rank)]
+    return g.emit(Op("filled_positions", (x,), {"dim": dim, "view": view,
+                                                "scale": choice(g.c, [0.5, -1.25, 3.0]),
+                                                "fill": choice(g.c, [-2.0, 7.0]),
+                                                "k": choice(g.c, [1.0, 0.25, -3.0])}))
+
+
 def p_size_scale(g: Gen) -> int | None:
     """x divided by sqrt(x.size(dim) * k), the scale a 0-dim tensor computed from a size."""
     x = g.pick(lambda v: len(g.shape(v)) >= 1 and g.dtype_of(v).is_floating_point)
