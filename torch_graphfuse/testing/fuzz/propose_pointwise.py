@@ -230,30 +230,36 @@ def _slice_op(g: Gen, x: int, kind: str) -> int | None:
     return None
 
 
-def p_positions(g: Gen) -> int | None:
-    """x plus a table of its positions along one dim, masked: arange(x.size(dim)) and
-    what is computed from it depend on x's sizes alone."""
+def _along_a_dim(g: Gen) -> tuple[int, dict[str, object]] | None:
+    """A floating value with a dim of it, and the view that lays a table of that dim's
+    length along it."""
     x = g.pick(lambda v: len(g.shape(v)) >= 1 and g.dtype_of(v).is_floating_point)
     if x is None:
         return None
     rank = len(g.shape(x))
     dim = g.c.integer(0, rank - 1)
-    view = [-1 if d == dim else 1 for d in range(rank)]
-    return g.emit(Op("positions", (x,), {"dim": dim, "view": view,
-                                         "period": choice(g.c, [1, 2, 3]),
+    return x, {"dim": dim, "view": [-1 if d == dim else 1 for d in range(rank)]}
+
+
+def p_positions(g: Gen) -> int | None:
+    """x plus a table of its positions along one dim, masked: arange(x.size(dim)) and
+    what is computed from it depend on x's sizes alone."""
+    found = _along_a_dim(g)
+    if found is None:
+        return None
+    x, attrs = found
+    return g.emit(Op("positions", (x,), {**attrs, "period": choice(g.c, [1, 2, 3]),
                                          "scale": choice(g.c, [0.5, -1.25, 3.0])}))
 
 
 def p_filled_positions(g: Gen) -> int | None:
     """x plus a table of its positions along one dim built with in-place writes to a tensor
     made from x's size (slice assignment, fill, in-place scale)."""
-    x = g.pick(lambda v: len(g.shape(v)) >= 1 and g.dtype_of(v).is_floating_point)
-    if x is None:
+    found = _along_a_dim(g)
+    if found is None:
         return None
-    rank = len(g.shape(x))
-    dim = g.c.integer(0, rank - 1)
-    view = [-1 if d == dim else 1 for d in range(rank)]
-    return g.emit(Op("filled_positions", (x,), {"dim": dim, "view": view,
+    x, attrs = found
+    return g.emit(Op("filled_positions", (x,), {**attrs,
                                                 "scale": choice(g.c, [0.5, -1.25, 3.0]),
                                                 "fill": choice(g.c, [-2.0, 7.0]),
                                                 "k": choice(g.c, [1.0, 0.25, -3.0])}))
