@@ -4,6 +4,8 @@ other sizes their nodes run, and what the graph returns or writes in place stays
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from fusion_check import assert_matches, eager, fuse, run
 from torch import nn
@@ -146,6 +148,69 @@ _WRITES_A_VIEW_OF_AN_INPUT = """
 def test_a_write_to_memory_the_graph_was_given_stays() -> None:
     graph, found = _partitions(_WRITES_A_VIEW_OF_AN_INPUT)
     assert all("aten::copy_" not in [n.kind() for n in p.nodes] for p in found), graph
+
+
+class ReadBeforeWrite(nn.Module):
+    """A sum of positions taken before they are written in place: the sum is a 0-dim
+    tensor, yet it reads memory the write changes, so it must see the values before."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(x.size(1))
+        total = positions.sum()
+        positions.add_(1)
+        return x * positions + total
+
+
+class WrittenScalar(nn.Module):
+    """A 0-dim tensor written in place and read through a view by two tables and by the
+    graph: one memory, whoever reads it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.size(1)
+        scale = torch.zeros(())
+        seen = scale.view(())
+        scale.add_(n)
+        first, second = torch.arange(n) * seen, torch.ones(n) * seen
+        return x * seen + first + second
+
+
+class WriteAfterALayer(nn.Module):
+    """Positions written in place with a size that only a later tensor has: the region
+    would have to be cut around the layer, and a piece whose guard fails would write the
+    positions another piece keeps."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(x.size(1)).float()
+        h = x + positions * 2
+        joined = torch.cat([h.flatten(), y])
+        positions.add_(joined.size(0))
+        return h * positions + joined.sum()
+
+
+def test_a_reader_before_a_write_sees_the_memory_before_it() -> None:
+    model, x = ReadBeforeWrite().eval(), torch.randn(2, 5)
+    module, out, _ = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+
+
+def test_a_written_0_dim_tensor_is_one_memory_for_all_its_readers() -> None:
+    model, x = WrittenScalar().eval(), torch.randn(2, 5)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="torch_graphfuse")
+        module, out, _ = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    for other in (x, torch.randn(2, 3)):
+        assert_matches(run(module, [other]), eager(model, [other]), "fp32")
+
+
+def test_a_region_that_writes_is_never_cut() -> None:
+    model, x, y = WriteAfterALayer().eval(), torch.randn(2, 5), torch.randn(3)
+    module, out, _ = fuse(model, [x, y])
+    assert_matches(out, eager(model, [x, y]), "fp32")
+    # Another y fails the guards of what depends on it; the profiled one again after it.
+    for other in (torch.randn(4), torch.randn(4), y):
+        assert_matches(run(module, [x, other]), eager(model, [x, other]), "fp32")
 
 
 class RelativePositions(nn.Module):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 
 import torch
 
@@ -194,24 +195,37 @@ class _Memory:
                        for v in changed for u in v.uses())
 
 
-def _determined(block: torch._C.Block
-                ) -> tuple[set[torch._C.Node], dict[torch._C.Node, set[torch._C.Node]]]:
-    """The block's size-determined nodes (constants left out, and those whose results
-    escape it), and the writes among them that may change each node's results."""
+@dataclass
+class _Determined:
+    """A block's size-determined nodes (constants left out, and those whose results
+    escape it); for each node, the writes that may change its results; and the nodes that
+    make, read or write memory a write changes, which are never copied (a copy would run
+    outside the region, on its kept value after every write) and hold their region
+    together like nodes computing arrays."""
+
+    nodes: set[torch._C.Node]
+    writers: dict[torch._C.Node, set[torch._C.Node]]
+    memory: set[torch._C.Node]
+
+
+def _determined(block: torch._C.Block) -> _Determined:
     refused: set[torch._C.Node] = set()
     while True:
         nodes = _closure(block, refused)
         writes = [n for n in nodes if _writes(n)]
         if not writes:
-            return nodes, {}
+            return _Determined(nodes, {}, set())
         aliases = _Memory(block)
         shared = {w for w in writes if not aliases.private(w, nodes)}
         if not shared:
-            writers: dict[torch._C.Node, set[torch._C.Node]] = {}
+            found = _Determined(nodes, {}, set(writes))
             for w in writes:
                 for v in aliases.changed(w, nodes) or ():
-                    writers.setdefault(v.node(), set()).add(w)
-            return nodes, writers
+                    found.writers.setdefault(v.node(), set()).add(w)
+                    found.memory.add(v.node())
+                    found.memory |= {u.user for u in v.uses()
+                                     if u.user in nodes and u.user.kind() not in METADATA}
+            return found
         # Refusing a write can leave others without their inputs: look again.
         refused |= shared
 
@@ -226,10 +240,10 @@ def _computes_tensor(node: torch._C.Node) -> bool:
     return any(_is_tensor(v) and v.type().dim() != 0 for v in node.outputs())
 
 
-def _components(block: torch._C.Block, determined: set[torch._C.Node], writers: Writers
-                ) -> list[set[torch._C.Node]]:
+def _components(block: torch._C.Block, found: _Determined) -> list[set[torch._C.Node]]:
     """The nodes of each group: the closures of the size-determined tensors other nodes
-    read, merged where they share a node computing an array."""
+    read, merged where they share a node computing an array or touching written memory."""
+    determined = found.nodes
     outputs = []
     for node in block.nodes():
         if node in determined:
@@ -237,8 +251,8 @@ def _components(block: torch._C.Block, determined: set[torch._C.Node], writers: 
                         and any(u.user not in determined for u in v.uses())]
     groups: list[set[torch._C.Node]] = []
     for value in outputs:
-        nodes = _walk(value.node(), determined, writers)
-        tensors = {n for n in nodes if _computes_tensor(n)}
+        nodes = _walk(value.node(), determined, found.writers)
+        tensors = {n for n in nodes if _computes_tensor(n) or n in found.memory}
         merged = [g for g in groups if g & tensors]
         for g in merged:
             groups.remove(g)
@@ -266,17 +280,17 @@ Copies = list[tuple[torch._C.Node, torch._C.Node]]
 
 
 def _private_arithmetic(graph: torch._C.Graph, nodes: set[torch._C.Node],
-                        position: dict[torch._C.Node, int]
+                        position: dict[torch._C.Node, int], memory: AbstractSet[torch._C.Node]
                         ) -> tuple[set[torch._C.Node], Copies]:
     """The nodes, with a copy of each that computes no array and that others read too (the
-    sizes and shape arithmetic shared with the rest of the graph, which stays there); and
-    the (original, copy) pairs, for _restore."""
+    sizes and shape arithmetic shared with the rest of the graph, which stays there), but
+    for those of `memory`; and the (original, copy) pairs, for _restore."""
     result = set(nodes)
     copies: Copies = []
     # Last first: a copied node's original stays outside reading the originals, so what
     # it reads is copied in turn.
     for node in sorted(nodes, key=position.__getitem__, reverse=True):
-        if _computes_tensor(node) or _writes(node):
+        if _computes_tensor(node) or node in memory:
             continue
         if all(u.user in result for v in node.outputs() for u in v.uses()):
             continue
@@ -364,19 +378,19 @@ class _Hazards:
                 or self.written.may_write(values, ignoring=region))
 
 
-def _pieces(nodes: set[torch._C.Node], writers: Writers) -> list[set[torch._C.Node]] | None:
+def _pieces(nodes: set[torch._C.Node]) -> list[set[torch._C.Node]] | None:
     """The region cut after each node computing a tensor that two of its nodes read, or a
     node outside: a region that cannot take the place of its last node (a mask every layer
     reads, each where with the sizes of its own layer) becomes groups that can. Every
-    other node that computes a tensor has one reader, and is in that reader's piece."""
+    other node that computes a tensor has one reader, and is in that reader's piece. None
+    for a region that writes: a piece whose guard fails would run its writes on the values
+    another piece keeps."""
+    if any(_writes(n) for n in nodes):
+        return None
     roots = {n for n in nodes if _computes_tensor(n) and (
         len({u.user for v in n.outputs() for u in v.uses()}) > 1
         or any(u.user not in nodes for v in n.outputs() for u in v.uses()))}
-    pieces = [_walk(root, nodes, writers, roots) for root in roots]
-    # Arithmetic may be in several pieces (each copies it); a write to memory two pieces
-    # read would be in both.
-    writes = [n for piece in pieces for n in piece if _writes(n)]
-    return pieces if len(writes) == len(set(writes)) else None
+    return [_walk(root, nodes, {}, roots) for root in roots]
 
 
 def _partition(nodes: list[torch._C.Node], inputs: list[torch._C.Value],
@@ -407,12 +421,12 @@ class _Finder:
     """The groups of one block, and the constants they keep."""
 
     def __init__(self, graph: torch._C.Graph, block: torch._C.Block, budget: Budget,
-                 written: WrittenMemory, writers: Writers) -> None:
+                 written: WrittenMemory, memory: AbstractSet[torch._C.Node]) -> None:
         self.graph = graph
         self.block = block
         self.budget = budget
         self.hazards = _Hazards(written, block)
-        self.writers = writers
+        self.memory = memory
         self.first = next(iter(block.nodes()))
 
     def positions(self) -> dict[torch._C.Node, int]:
@@ -432,7 +446,7 @@ class _Finder:
             return []  # numbers and 0-dim tensors only: their readers compute them
         position = self.positions()
         named = f"[{describe(sorted(nodes, key=position.__getitem__))}]"
-        nodes, copies = _private_arithmetic(self.graph, nodes, position)
+        nodes, copies = _private_arithmetic(self.graph, nodes, position, self.memory)
         found = self._groups_of(nodes, named)
         if not found:
             _restore(copies)
@@ -455,10 +469,9 @@ class _Finder:
         pieces: list[set[torch._C.Node]] | None = [nodes]
         if isinstance(rewrite.nodes_to_move(self.graph, _partition(members, sources, outputs, []),
                                             list(self.block.nodes())), str):
-            pieces = _pieces(nodes, self.writers)
+            pieces = _pieces(nodes)
             if pieces is None:
-                log.debug(NAME, f"{named} stays: it cannot take one place, and its pieces "
-                                "would share a write")
+                log.debug(NAME, f"{named} stays: it cannot take one place, and it writes")
                 return []
         # What each piece gives once it copies the arithmetic it shares (tensors only).
         given = {v.unique(): v for piece in pieces
@@ -467,11 +480,15 @@ class _Finder:
         values = _evaluate(members, sources, list(given.values()))
         if values is None:
             return []
-        if not self.budget.take(sum(t.untyped_storage().nbytes() for t in values)):
+        size = sum(t.untyped_storage().nbytes() for t in values)
+        if not self.budget.take(size):
             log.debug(NAME, f"{named} stays: its values would pass the "
                             f"{self.budget.limit} bytes a graph keeps")
             return []
-        return self.groups(pieces, dict(zip(given, values, strict=True)))
+        made = self.groups(pieces, dict(zip(given, values, strict=True)))
+        if not made:
+            self.budget.kept -= size
+        return made
 
     def groups(self, pieces: list[set[torch._C.Node]], values: dict[int, torch.Tensor]
                ) -> list[Partition]:
@@ -482,7 +499,8 @@ class _Finder:
         made: dict[int, list[torch._C.Value]] = {}  # piece output id -> the sources behind it
         partitions = []
         for piece in pieces:
-            nodes, copies = _private_arithmetic(self.graph, piece, self.positions())
+            nodes, copies = _private_arithmetic(self.graph, piece, self.positions(),
+                                                self.memory)
             position = self.positions()
             outputs = _given(nodes, position)
             read = _read_from_outside(nodes, position)
@@ -504,13 +522,12 @@ class _Finder:
 
 def find_partitions(graph: torch._C.Graph, block: torch._C.Block,
                     budget: Budget) -> list[Partition]:
-    written = WrittenMemory(graph)
-    determined, writers = _determined(block)
-    if not determined:
+    found = _determined(block)
+    if not found.nodes:
         return []
-    finder = _Finder(graph, block, budget, written, writers)
+    finder = _Finder(graph, block, budget, WrittenMemory(graph), found.memory)
     partitions = []
-    for nodes in _components(block, determined, writers):
+    for nodes in _components(block, found):
         partitions += finder.region(nodes)
     log.update(NAME, f"{len(partitions)} groups of sizes and constants, "
                      f"{budget.kept} bytes kept in the graph")
