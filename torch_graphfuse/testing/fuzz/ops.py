@@ -113,13 +113,14 @@ _kind("positions", "{0} + torch.where(torch.arange({0}.size({dim})).view({view})
       " torch.zeros((), dtype={0}.dtype))",
       aten=["size", "arange", "view", "remainder", "eq", "to", "mul", "zeros", "where", "add"])
 # A position table filled in place, BEiT's relative-position index: zeros from a size, a
-# slice assigned, a slice filled and the whole scaled in place (the size-constant groups
-# take the writes to memory they made into the value they compute once).
+# slice assigned, a slice filled, summed, then the whole scaled in place (the size-constant
+# groups take the writes to memory they made into the value they compute once; the sum
+# must see the table before the scaling).
 _kind("filled_positions",
       "{0} + ((_t := torch.zeros({0}.size({dim}), dtype={0}.dtype)),"
       " _t[1:].copy_(torch.arange({0}.size({dim}) - 1).to({0}.dtype) * {scale}),"
-      " _t[0:1].fill_({fill}), _t.mul_({k}))[-1].view({view})",
-      aten=["size", "zeros", "slice", "arange", "to", "mul", "copy_", "fill_", "mul_",
+      " _t[0:1].fill_({fill}), (_s := _t.sum()), _t.mul_({k}))[-1].view({view}) + _s",
+      aten=["size", "zeros", "slice", "arange", "to", "mul", "copy_", "fill_", "sum", "mul_",
             "view", "add"])
 # A scale computed from a size as a 0-dim tensor (DeBERTa's attention scale).
 _kind("size_scale", "{0} / torch.sqrt(torch.tensor({0}.size({dim}), dtype=torch.float) * {k})"
