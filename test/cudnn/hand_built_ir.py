@@ -3,9 +3,8 @@ of the groups the lowering makes, and variations of them cuDNN's rules exclude."
 
 from __future__ import annotations
 
-from ir_maker import Layout, Maker, contiguous, nhwc
-
 from torch_graphfuse.backends.cudnn import ir
+from torch_graphfuse.backends.cudnn.ir_maker import Layout, Maker, contiguous, nhwc
 
 CONV_ATTRS = {"padding": [1, 1], "stride": [1, 1], "dilation": [1, 1]}
 

@@ -19,10 +19,10 @@ from hand_built_ir import (
     conv_bias_relu6,
     linear_bias_gelu_tanh,
 )
-from ir_maker import Maker
 from lowered_patterns import every_lowered
 
 from torch_graphfuse.backends.cudnn import builder, frontend, ir
+from torch_graphfuse.backends.cudnn.ir_maker import Maker
 
 FRONTEND_NODE = {"conv_fprop": ("CONV_FPROP", {"X": "image", "W": "weight", "Y": "Y"}),
                  "matmul": ("MATMUL", {"A": "A", "B": "B", "C": "C"}),

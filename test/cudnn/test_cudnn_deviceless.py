@@ -22,10 +22,10 @@ from hand_built_ir import (
     conv_residual_gelu_channel_sum,
     prologue_conv,
 )
-from ir_maker import contiguous, nhwc
 from lowered_patterns import every_lowered
 
 from torch_graphfuse.backends.cudnn import device_specs, deviceless, ir
+from torch_graphfuse.backends.cudnn.ir_maker import contiguous, nhwc
 
 DEVICES = tuple(device_specs.DEVICES)
 

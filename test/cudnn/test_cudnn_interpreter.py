@@ -11,9 +11,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from ir_maker import Maker, nhwc
 
 from torch_graphfuse.backends.cudnn import interpreter, ir
+from torch_graphfuse.backends.cudnn.ir_maker import Maker, nhwc
 
 DTYPES = {torch.float32: "float", torch.float16: "half", torch.bfloat16: "bfloat16"}
 # Tolerances of a result rounded once to the io type, against fp32 eager.

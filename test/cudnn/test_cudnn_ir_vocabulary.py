@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 from frontend_installed import needs_cudnn
-from ir_maker import Maker
 
 from torch_graphfuse.backends.cudnn import builder, interpreter, ir
+from torch_graphfuse.backends.cudnn.ir_maker import Maker
 
 DIMS = [2, 3, 4]
 

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from . import builder, ir
 from .frontend import load_cudnn
+from .ir_maker import Maker, nhwc
 
 M, K, N = 64, 32, 48
 IMAGE = [2, 16, 8, 8]  # N, C, H, W; 16 output channels, 3x3 kernel, padding 1
@@ -69,76 +70,37 @@ class Finding:
 # -- the groups ----------------------------------------------------------------------------
 
 
-def _contiguous(dims: list[int]) -> list[int]:
-    strides, step = [], 1
-    for d in reversed(dims):
-        strides.insert(0, step)
-        step *= d
-    return strides
-
-
-def _nhwc(dims: list[int]) -> list[int]:
-    n, c, h, w = dims
-    return [h * w * c, 1, w * c, c]
-
-
-class _Maker:
-    def __init__(self, io: str) -> None:
-        self.graph = ir.Graph(io, "float", "float")
-
-    def tensor(self, dims: list[int], strides: list[int] | None, virtual: bool,
-               dtype: str | None = None) -> int:
-        tid = len(self.graph.tensors)
-        default = "float" if virtual else self.graph.io_dtype
-        self.graph.tensors.append(ir.Tensor(tid, list(dims), strides or _contiguous(dims),
-                                            dtype or default, virtual))
-        return tid
-
-    def input(self, dims: list[int], strides: list[int] | None = None) -> int:
-        tid = self.tensor(dims, strides, virtual=False)
-        self.graph.inputs.append(tid)
-        return tid
-
-    def node(self, op: str, port: str, inputs: dict[str, int], dims: list[int],
-             strides: list[int] | None = None, out: bool = False, dtype: str | None = None,
-             **attrs: object) -> int:
-        tid = self.tensor(dims, strides, virtual=not out, dtype=dtype)
-        self.graph.nodes.append(ir.Node(op, inputs, {port: tid}, dict(attrs)))
-        if out:
-            self.graph.outputs.append(tid)
-        return tid
-
-
 def _matmul_then(*epilogue: tuple[str, dict[str, object]]) -> Callable[[str], ir.Graph]:
     """matmul [1, M, K] x [1, K, N], then pointwise modes, the last one the output."""
     def make(io: str) -> ir.Graph:
-        m = _Maker(io)
+        m = Maker(io)
         a, b = m.input([1, M, K]), m.input([1, K, N])
-        y = m.node("matmul", "C", {"A": a, "B": b}, [1, M, N])
+        y = m.result("matmul", {"A": a, "B": b}, [1, M, N])
         for i, (mode, attrs) in enumerate(epilogue):
-            y = m.node("pointwise", "OUT_0", {"IN_0": y}, [1, M, N],
-                       out=i == len(epilogue) - 1, mode=mode, **attrs)
+            y = m.result("pointwise", {"IN_0": y}, [1, M, N], out=i == len(epilogue) - 1,
+                         mode=mode, **attrs)
         return m.graph
     return make
 
 
 def _matmul_row_max(io: str) -> ir.Graph:
-    m = _Maker(io)
+    m = Maker(io)
     a, b = m.input([1, M, K]), m.input([1, K, N])
-    y = m.node("matmul", "C", {"A": a, "B": b}, [1, M, N])
+    y = m.result("matmul", {"A": a, "B": b}, [1, M, N])
     # A reduction writes float, whatever the io type (cuDNN refuses a 16-bit one).
-    m.node("reduction", "Y", {"X": y}, [1, M, 1], out=True, dtype="float", mode="max")
+    m.result("reduction", {"X": y}, [1, M, 1], out=True, dtype="float", mode="max")
     return m.graph
 
 
 def _conv_bias_relu(io: str) -> ir.Graph:
-    m = _Maker(io)
-    x = m.input(IMAGE, _nhwc(IMAGE))
-    w = m.input([16, 16, 3, 3], _nhwc([16, 16, 3, 3]))
-    bias = m.input([1, 16, 1, 1], [16, 1, 16, 16])
-    y = m.node("conv_fprop", "Y", {"X": x, "W": w}, IMAGE, _nhwc(IMAGE), **CONV_ATTRS)
-    y = m.node("pointwise", "OUT_0", {"IN_0": y, "IN_1": bias}, IMAGE, _nhwc(IMAGE), mode="add")
-    m.node("pointwise", "OUT_0", {"IN_0": y}, IMAGE, _nhwc(IMAGE), out=True, mode="relu_fwd")
+    m = Maker(io)
+    x = m.input(IMAGE, nhwc(IMAGE))
+    w = m.input([16, 16, 3, 3], nhwc([16, 16, 3, 3]))
+    bias = m.input([1, 16, 1, 1])
+    y = m.result("conv_fprop", {"X": x, "W": w}, IMAGE, strides=nhwc(IMAGE), **CONV_ATTRS)
+    y = m.result("pointwise", {"IN_0": y, "IN_1": bias}, IMAGE, strides=nhwc(IMAGE),
+                 mode="add")
+    m.result("pointwise", {"IN_0": y}, IMAGE, strides=nhwc(IMAGE), out=True, mode="relu_fwd")
     return m.graph
 
 

@@ -1,10 +1,11 @@
-"""IR graphs by hand, for the tests of what reads the IR (builder, interpreter, plans)."""
+"""IR graphs by hand: the special-values sweep's groups, and the tests of what reads the IR
+(builder, interpreter, plans)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from torch_graphfuse.backends.cudnn import ir
+from . import ir
 
 # A layout: the strides of dims.
 Layout = Callable[[list[int]], list[int]]
