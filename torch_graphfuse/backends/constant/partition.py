@@ -149,50 +149,43 @@ def _shares(node: torch._C.Node) -> list[torch._C.Value] | None:
     return [v for v, _ in annotated]
 
 
-class _Memory:
-    """What a write of size-determined nodes changes, followed through the schemas' alias
-    annotations (alias analysis puts every tensor in a list, as aten::index takes its
-    indices, among the wildcards that may alias the graph's inputs)."""
-
-    def __init__(self, block: torch._C.Block) -> None:
-        self.position = {node: i for i, node in enumerate(block.nodes())}
-
-    def changed(self, write: torch._C.Node, nodes: AbstractSet[torch._C.Node]
-                ) -> list[torch._C.Value] | None:
-        """Every value that may share the memory `write` writes, where that memory is one
-        the nodes made; None where it is not, or where a schema does not say."""
-        found: dict[int, torch._C.Value] = {}
-        for written in written_values(write) or ():
-            base = written
-            while (shared := _shares(base.node())):
-                if len(shared) != 1:
-                    return None
-                base = shared[0]
-            if shared is None or base.node() not in nodes:
+def _changed(write: torch._C.Node, nodes: AbstractSet[torch._C.Node]
+             ) -> list[torch._C.Value] | None:
+    """Every value that may share the memory `write` writes, where that memory is one the
+    nodes made; None where it is not, or where a schema does not say. Followed through the
+    schemas' alias annotations: alias analysis puts every tensor in a list (as aten::index
+    takes its indices) among the wildcards that may alias the graph's inputs."""
+    found: dict[int, torch._C.Value] = {}
+    for written in written_values(write) or ():
+        base = written
+        while (shared := _shares(base.node())):
+            if len(shared) != 1:
                 return None
-            stack = [base]
-            while stack:
-                value = stack.pop()
-                if value.unique() in found:
-                    continue
-                found[value.unique()] = value
-                for use in value.uses():
-                    into = _shares(use.user)
-                    if into is None:
-                        return None
-                    if any(v.unique() == value.unique() for v in into):
-                        stack += list(use.user.outputs())
-        return list(found.values())
+            base = shared[0]
+        if shared is None or base.node() not in nodes:
+            return None
+        stack = [base]
+        while stack:
+            value = stack.pop()
+            if value.unique() in found:
+                continue
+            found[value.unique()] = value
+            for use in value.uses():
+                into = _shares(use.user)
+                if into is None:
+                    return None
+                if any(v.unique() == value.unique() for v in into):
+                    stack += list(use.user.outputs())
+    return list(found.values())
 
-    def private(self, write: torch._C.Node, nodes: AbstractSet[torch._C.Node]) -> bool:
-        """Whether `write` changes only memory the nodes made, which no other node read
-        before it."""
-        changed = self.changed(write, nodes)
-        if changed is None:
-            return False
-        at = self.position[write]
-        return not any(u.user not in nodes and self.position.get(u.user, -1) < at
-                       for v in changed for u in v.uses())
+
+def _read_before(write: torch._C.Node, changed: list[torch._C.Value],
+                 nodes: AbstractSet[torch._C.Node], position: dict[torch._C.Node, int]) -> bool:
+    """Whether a node other than `nodes` reads the changed memory before `write` (or in a
+    nested block)."""
+    at = position[write]
+    return any(u.user not in nodes and position.get(u.user, -1) < at
+               for v in changed for u in v.uses())
 
 
 @dataclass
@@ -209,25 +202,25 @@ class _Determined:
 
 
 def _determined(block: torch._C.Block) -> _Determined:
+    position = {node: i for i, node in enumerate(block.nodes())}
     refused: set[torch._C.Node] = set()
     while True:
         nodes = _closure(block, refused)
-        writes = [n for n in nodes if _writes(n)]
-        if not writes:
-            return _Determined(nodes, {}, set())
-        aliases = _Memory(block)
-        shared = {w for w in writes if not aliases.private(w, nodes)}
-        if not shared:
-            found = _Determined(nodes, {}, set(writes))
-            for w in writes:
-                for v in aliases.changed(w, nodes) or ():
-                    found.writers.setdefault(v.node(), set()).add(w)
-                    found.memory.add(v.node())
-                    found.memory |= {u.user for u in v.uses()
-                                     if u.user in nodes and u.user.kind() not in METADATA}
-            return found
-        # Refusing a write can leave others without their inputs: look again.
-        refused |= shared
+        changed = {w: _changed(w, nodes) for w in nodes if _writes(w)}
+        shared = {w for w, values in changed.items()
+                  if values is None or _read_before(w, values, nodes, position)}
+        if shared:
+            # Refusing a write can leave others without their inputs: look again.
+            refused |= shared
+            continue
+        found = _Determined(nodes, {}, set(changed))
+        for w, values in changed.items():
+            for v in values or ():
+                found.writers.setdefault(v.node(), set()).add(w)
+                found.memory.add(v.node())
+                found.memory |= {u.user for u in v.uses()
+                                 if u.user in nodes and u.user.kind() not in METADATA}
+        return found
 
 
 def _is_tensor(value: torch._C.Value) -> bool:
@@ -416,6 +409,9 @@ class Budget:
         self.kept += size
         return True
 
+    def give_back(self, size: int) -> None:
+        self.kept -= size
+
 
 class _Finder:
     """The groups of one block, and the constants they keep."""
@@ -487,7 +483,7 @@ class _Finder:
             return []
         made = self.groups(pieces, dict(zip(given, values, strict=True)))
         if not made:
-            self.budget.kept -= size
+            self.budget.give_back(size)
         return made
 
     def groups(self, pieces: list[set[torch._C.Node]], values: dict[int, torch.Tensor]
