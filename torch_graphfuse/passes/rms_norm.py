@@ -43,11 +43,27 @@ def _reads_both(mul: torch._C.Node, a: torch._C.Value, b: torch._C.Value) -> boo
     return mul.inputsSize() == 2 and ids == {a.unique(), b.unique()}
 
 
+def _row_major(t: torch._C.TensorType) -> bool:
+    """Whether the profiled type is contiguous (strides of size-1 dims aside)."""
+    sizes, strides = t.sizes(), t.strides()
+    if strides is None or None in (*sizes, *strides):
+        return False
+    step = 1
+    for size, stride in reversed(list(zip(sizes, strides, strict=True))):
+        if size != 1 and stride != step:
+            return False
+        step *= size
+    return True
+
+
 def _chain(power: torch._C.Node) -> tuple[list[torch._C.Node], float] | None:
-    """The pow's nodes through the normalizing multiply, and eps, if they are the chain."""
+    """The pow's nodes through the normalizing multiply, and eps, if they are the chain.
+    Only over a row-major x: the chain's multiply lays its result out as x is, and
+    aten::rms_norm writes row-major (a transposed x would change the result's strides)."""
     x_type = power.inputsAt(0).type()
     if (not isinstance(x_type, torch._C.TensorType) or x_type.dim() is None
-            or x_type.dim() == 0 or constant_number(power.inputsAt(1)) != 2):
+            or x_type.dim() == 0 or constant_number(power.inputsAt(1)) != 2
+            or not _row_major(x_type)):
         return None
     mean = _only_use(power.output(), "aten::mean")
     if (mean is None or mean.inputsSize() != 4
