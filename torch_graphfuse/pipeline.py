@@ -5,7 +5,7 @@ profiled graph while fusion is enabled:
       -> decompose -> rms_norm
       -> prepare_binary -> defer_size_check -> shape_arguments -> alias_casts
       -> finiteness -> integer_data
-      -> per block, each registered backend's partitioner -> rewrite
+      -> per block, each registered backend's partitioner -> rewrite -> rms_norm unfold
       -> type_guard -> each backend's own passes on its groups -> finite_guard
 
 The passes before the partitioners are backend-agnostic (passes/); the partitioners
@@ -116,6 +116,7 @@ def _run_passes(graph: torch._C.Graph) -> None:
     partitioners = [b.partitioner(facts) for b in backends]
     log.logged_pass("rewrite", graph, lambda: groups.extend(
         fuse_block(graph, graph.block(), partitioners, report)))
+    log.logged_pass("rms_norm", graph, lambda: rms_norm.unfold(graph, groups))
     report.groups = [rewrite.group_kinds(g) for g in groups]
     rewrite.label(groups, report.id)
     log.logged_pass("type_guard", graph, lambda: type_guard.run(groups))

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fusion_check import DTYPES, assert_matches, check, eager, fuse, group_kinds, run
+from fusion_check import DTYPES, assert_matches, check, eager, fuse, run
 from torch import nn
 
 import torch_graphfuse
+from torch_graphfuse.fusion import rewrite
+from torch_graphfuse.group_schema import KIND
 
 
 class T5Norm(nn.Module):
@@ -58,7 +60,10 @@ class ComputedWeightAlone(ComputedWeight):
 
 
 def norm_groups(graph: torch._C.Graph) -> list[list[str]]:
-    return [g for g in group_kinds(graph) if "aten::rms_norm" in g]
+    """The ops of the groups oneDNN runs as an RMSNorm (a folded chain's fallback holds
+    the chain again)."""
+    return [rewrite.group_kinds(n) for n in graph.nodes()
+            if n.kind() == KIND and "RMSNorm" in n.s("desc")]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -66,13 +71,12 @@ def norm_groups(graph: torch._C.Graph) -> list[list[str]]:
 def test_the_norm_and_its_weight_are_one_group(model_type: type[nn.Module], dtype: str) -> None:
     graph = check(model_type(), [torch.randn(2, 12, 64)], dtype, left=None)
     groups = norm_groups(graph)
-    assert len(groups) == 1 and "aten::mul" in groups[0], graph
-    assert "aten::pow" not in [k for g in group_kinds(graph) for k in g]
+    assert len(groups) == 1 and groups[0].count("aten::mul") == 2, graph
 
 
 def test_a_weight_computed_at_run_time_stays_a_multiply_of_its_own() -> None:
     graph = check(ComputedWeight(), [torch.randn(2, 12, 64)], left=None)
-    assert norm_groups(graph) and all("aten::mul" not in g for g in norm_groups(graph)), graph
+    assert norm_groups(graph) and all(g.count("aten::mul") == 1 for g in norm_groups(graph)), graph
 
 
 def test_without_gamma_other_sequence_lengths_run_fused() -> None:

@@ -1,14 +1,18 @@
 """rms_norm: the RMS normalization Hugging Face writes as six ops folds into one
 aten::rms_norm, which gives eager's result bit for bit in fp32 (non-finite values and
 overflow included); chains that something else reads into, or that an in-place write
-interrupts, stay as they are."""
+interrupts, stay as they are. Where the folded node runs unfused the chain comes back,
+so a call with another layout of x gets eager's layout too."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from fusion_check import eager, fuse, run
 from torch import nn
 
+import torch_graphfuse
+from torch_graphfuse.group_schema import KIND, subgraph
 from torch_graphfuse.passes import rms_norm
 
 
@@ -23,6 +27,11 @@ class Norm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.weight * chain(x)
+
+
+class Chain(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return chain(x) + 1.0
 
 
 class VarianceReadElsewhere(Norm):
@@ -103,3 +112,28 @@ def test_the_folded_graph_gives_eagers_result_at_other_sizes() -> None:
         x = torch.randn(shape)
         with torch.no_grad():
             torch.testing.assert_close(fn(x), model(x), rtol=0, atol=0)
+
+
+def test_a_folded_norm_running_unfused_keeps_eagers_layout() -> None:
+    """Profiled row-major, called with a transposed x: the group runs its fallback, where
+    aten::rms_norm would have written row-major and eager's chain keeps x's layout."""
+    model = Chain().eval()
+    module, _, graph = fuse(model, [torch.randn(2, 12, 64)])
+    groups = [n for n in graph.nodes() if n.kind() == KIND]
+    assert groups and "RMSNorm" in groups[0].s("desc"), graph
+    fallback = [n.kind() for n in subgraph(groups[0]).nodes()]
+    assert "aten::rsqrt" in fallback and "aten::rms_norm" not in fallback, fallback
+    x = torch.randn(2, 64, 12).transpose(1, 2)
+    torch_graphfuse.reset_kernel_stats()
+    out, ref = run(module, [x]), eager(model, [x])
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 1
+    assert out.stride() == ref.stride() == x.stride()
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+
+
+def test_the_graphs_own_rms_norm_is_never_unfolded() -> None:
+    model = nn.Sequential(nn.RMSNorm(64, elementwise_affine=False)).eval()
+    _, _, graph = fuse(model, [torch.randn(2, 64)])
+    kinds = [n.kind() for n in graph.nodes()]
+    kinds += [k.kind() for g in graph.nodes() if g.kind() == KIND for k in subgraph(g).nodes()]
+    assert "aten::rms_norm" in kinds and "aten::rsqrt" not in kinds, graph
