@@ -219,6 +219,7 @@ void GroupBase::run_fallback(Stack& stack) {
   std::call_once(fallback_once_, [&] {
     fallback_ = std::make_unique<torch::jit::Code>(subgraph_->copy(), name_ + "_fallback");
   });
+  to_eager_layouts(stack);
   torch::jit::InterpreterState(*fallback_).run(stack);
 }
 

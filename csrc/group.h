@@ -22,12 +22,15 @@ class GroupBase {
  public:
   // exact_strides: the backend reads inputs with the profiled strides only.
   GroupBase(const torch::jit::Node* node, bool exact_strides);
+  virtual ~GroupBase() = default;
 
  protected:
   // Pops the finite flags and checks the guard over the `n` inputs; when
   // either fails, runs the unfused subgraph and returns false.
   bool admitted(torch::jit::Stack& stack, size_t n);
   void run_fallback(torch::jit::Stack& stack);
+  // Gives the subgraph's inputs (the stack's last) the layouts eager's ops would see.
+  virtual void to_eager_layouts(torch::jit::Stack& /*stack*/) const {}
 
   const std::shared_ptr<torch::jit::Graph> subgraph_;
   const std::string name_;

@@ -144,6 +144,26 @@ class Kernel : public GroupBase {
     execute(*entry, inputs, shape, stack);
   }
 
+ protected:
+  // An input another group wrote in oneDNN's layout reaches the unfused ops
+  // dense in the order the profiling runs saw: ATen's convolution and pooling
+  // lay their results out as their input is, so they would otherwise give
+  // other strides than eager (NHWC at a size where the guard fails).
+  void to_eager_layouts(Stack& stack) const override {
+    auto base = stack.size() - subgraph_->inputs().size();
+    for (size_t i = 0; i < free_layout_.size(); ++i) {
+      const auto& d = desc_.tensors.at(desc_.inputs[i]);
+      auto& value = stack[base + i];
+      if (!free_layout_[i] || !value.isTensor() || d.strides.empty()) continue;
+      const auto& t = value.toTensor();
+      if (static_cast<size_t>(t.dim()) != d.strides.size()) continue;
+      auto order = order_of(d.strides);
+      if (dense_in_order(t.sizes(), t.strides(), order)) continue;
+      auto eager = at::empty_strided(t.sizes(), dense_strides(t.sizes().vec(), order), t.options());
+      value = eager.copy_(t);
+    }
+  }
+
  private:
   // Inputs are bound in the two layouts oneDNN computes right with every op:
   // row-major, and channels-last for 4-d/5-d tensors. It returns garbage for

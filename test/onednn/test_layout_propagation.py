@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from fusion_check import DTYPES, check, run
+from fusion_check import DTYPES, assert_matches, check, eager, fuse, run
 from torch import nn
 
 from torch_graphfuse.fusion.rewrite import group_kinds
@@ -51,6 +51,30 @@ def test_new_shape_through_onednn_layouts() -> None:
     for x in (torch.randn(3, 8, 10, 12), torch.randn(1, 8, 16, 16)):
         with torch.no_grad():
             torch.testing.assert_close(run(module, [x]), model(x))
+
+
+class ConvPool(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, kernel_size=(2, 1), stride=(1, 2), dilation=(1, 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.max_pool2d(self.conv(x), (3, 1), (3, 1), (1, 0), ceil_mode=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_reader_running_unfused_sees_eagers_layout(dtype: str) -> None:
+    """The pool's group guards its sizes; at another size it runs unfused on the
+    convolution's NHWC output, and ATen's pool would lay its result out NHWC where eager's
+    is row-major (a later view() failed; fuzzer seed 9393, bf16:1297)."""
+    model = ConvPool().eval()
+    module, _, _ = fuse(model, [torch.randn(3, 1, 4, 7)], dtype)
+    x = torch.randn(2, 1, 8, 1)
+    out = run(module, [x], dtype)
+    ref = eager(model, [x], dtype)
+    assert out.stride() == ref.stride() == (6, 3, 1, 1)
+    assert out.view(2, -1).shape == (2, 6)
+    assert_matches(out, ref, dtype)
 
 
 SCRIPT = """
