@@ -40,6 +40,25 @@ def test_a_cast_of_a_tensor_written_in_place_stays_shared() -> None:
     assert _casts_read(_SHARED_CAST.format(write=write)) == [2]
 
 
+def test_a_cast_of_a_cast_is_copied_too() -> None:
+    """The second cast reads a copy of the first once that is copied: the pass failed when
+    it asked the alias analysis about a node made after it (fuzzer seed 9393, bf16:2049)."""
+    chained = _SHARED_CAST.format(write="").replace(
+        "%a : Tensor = aten::add(%c, %y, %one)",
+        "%a : Tensor = aten::add(%c, %y, %one)\n"
+        "      %d : Float(2, 3) = aten::to(%c, %dtype, %false, %false, %none)\n"
+        "      %e : Tensor = aten::add(%d, %y, %one)\n"
+        "      %f : Tensor = aten::mul(%d, %c)\n"
+        "      %t : Tensor = aten::mul(%y, %y)\n"
+        "      %w : Tensor = aten::add_(%t, %y, %one)").replace("return (%a, %m)",
+                                                   "return (%a, %m, %e, %f)")
+    graph = torch._C.parse_ir(chained)
+    alias_casts.run(graph)
+    of_casts = [n for n in graph.nodes()
+                if n.kind() == "aten::to" and n.inputsAt(0).node().kind() == "aten::to"]
+    assert len(of_casts) == 2 and all(len(n.output().uses()) == 1 for n in of_casts), graph
+
+
 def test_a_cast_that_converts_stays_shared() -> None:
     converting = _SHARED_CAST.format(write="").replace("value=6", "value=15").replace(
         "%c : Float(2, 3)", "%c : BFloat16(2, 3)")

@@ -34,11 +34,12 @@ def run(graph: torch._C.Graph) -> None:
     casts = [n for n in graph.nodes() if same_dtype_cast(n) and len(n.output().uses()) > 1]
     if not casts:
         return
+    # Decided before any copy: the alias analysis knows only the nodes it was built over
+    # (a cast may read another cast's copy).
     written = WrittenMemory(graph)
+    casts = [c for c in casts if not written.may_write([c.inputsAt(0)])]
     copied = 0
     for cast in casts:
-        if written.may_write([cast.inputsAt(0)]):
-            continue
         for use in cast.output().uses()[1:]:
             with graph.insert_point_guard(use.user):
                 clone = graph.insertNode(graph.createClone(cast, lambda v: v))
