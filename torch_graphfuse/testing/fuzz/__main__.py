@@ -37,6 +37,8 @@ def _single(task: Task) -> int:
         print(f"plugin: {p}")
     for p in r.torchscript:
         print(f"torchscript too: {p}")
+    for w in r.warnings:
+        print(f"plugin warning: {w}")
     return 1 if r.status == "plugin" else 0
 
 
