@@ -1,7 +1,8 @@
 """Graph inputs: the random input specs, and the tensors they describe.
 
 `gen_inputs` chooses the shapes (a main input and broadcastable variants, a
-second shape), layouts and NaN/inf positions; `make_inputs` builds fresh,
+second shape), layouts (and a second call's other layout: a group then meets
+strides it was not profiled with) and NaN/inf positions; `make_inputs` builds fresh,
 identical tensors from a case for each call (each call mutates its own copy).
 """
 
@@ -40,7 +41,8 @@ def _base(shape: tuple[int, ...], layout: str, g: torch.Generator) -> Tensor:
 
 def make_input(spec: Input, second: bool, seed: int, profiling: bool = False) -> Tensor:
     shape = spec.shape2 if second and spec.shape2 is not None else spec.shape
-    t = _base(tuple(shape), spec.layout, torch.Generator().manual_seed(seed))
+    layout = spec.layout2 if second and spec.layout2 is not None else spec.layout
+    t = _base(tuple(shape), layout, torch.Generator().manual_seed(seed))
     n = t.numel()
     for pos, what in spec.specials:
         if n and not (profiling and spec.late):
@@ -63,6 +65,8 @@ def describe_input(spec: Input) -> str:
             text += " (after profiling)"
     if spec.shape2 is not None:
         text += f"; new shape {tuple(spec.shape2)}"
+    if spec.layout2 is not None:
+        text += f"; then {spec.layout2}"
     return text
 
 
@@ -136,5 +140,8 @@ def gen_inputs(c: Chooser) -> list[Input]:
             # Profiled on finite numbers, called with NaN/inf: what a
             # mapping that assumes finite inputs must notice.
             late = chance(c, 0.5)
-        inputs.append(Input(s, s2, _layout(c, len(s)), specials, late))
+        layout = _layout(c, len(s))
+        layout2 = _layout(c, len(s)) if chance(c, 0.15) else None
+        inputs.append(Input(s, s2, layout, specials, late,
+                            layout2 if layout2 != layout else None))
     return inputs

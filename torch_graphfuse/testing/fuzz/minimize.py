@@ -82,6 +82,7 @@ def simpler(case: Case) -> Iterator[Case]:
     for i, spec in enumerate(case.inputs):
         fewer = [spec.specials[:k] + spec.specials[k + 1:] for k in range(len(spec.specials))]
         for simpler in (dataclasses.replace(spec, shape2=None),
+                        dataclasses.replace(spec, layout2=None),
                         dataclasses.replace(spec, specials=()),
                         *(dataclasses.replace(spec, specials=f) for f in fewer),
                         dataclasses.replace(spec, layout="contiguous")):

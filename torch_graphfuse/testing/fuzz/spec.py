@@ -25,15 +25,16 @@ SPECIALS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 @dataclass
 class Input:
-    """A graph input: its shape at the profiled calls and (if any) at the call
-    with a new shape, its memory layout, and NaN/inf written at flat positions
-    (in every call, or only in the calls after profiling: `late`)."""
+    """A graph input: its shape at the profiled calls and (if any) at the second
+    call, its memory layout (and another at the second call: `layout2`), and NaN/inf
+    written at flat positions (in every call, or only after profiling: `late`)."""
 
     shape: tuple[int, ...]
     shape2: tuple[int, ...] | None = None
     layout: str = "contiguous"
     specials: tuple[tuple[int, str], ...] = ()
     late: bool = False
+    layout2: str | None = None
 
 
 @dataclass
@@ -56,7 +57,7 @@ class Case:
 
     @property
     def has_second(self) -> bool:
-        return any(i.shape2 is not None for i in self.inputs)
+        return any(i.shape2 is not None or i.layout2 is not None for i in self.inputs)
 
 
 def value_name(case_inputs: int, index: int) -> str:
