@@ -30,7 +30,7 @@ class GroupBase {
   bool admitted(torch::jit::Stack& stack, size_t n);
   void run_fallback(torch::jit::Stack& stack);
   // Gives the subgraph's inputs (the stack's last) the layouts eager's ops would see.
-  virtual void to_eager_layouts(torch::jit::Stack& /*stack*/) const {}
+  virtual void to_eager_layouts(torch::jit::Stack& /*stack*/) {}
 
   const std::shared_ptr<torch::jit::Graph> subgraph_;
   const std::string name_;

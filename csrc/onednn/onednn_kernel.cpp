@@ -148,8 +148,10 @@ class Kernel : public GroupBase {
   // An input another group wrote in oneDNN's layout reaches the unfused ops
   // dense in the order the profiling runs saw: ATen's convolution and pooling
   // lay their results out as their input is, so they would otherwise give
-  // other strides than eager (NHWC at a size where the guard fails).
-  void to_eager_layouts(Stack& stack) const override {
+  // other strides than eager (NHWC at a size where the guard fails). Only an
+  // input in the layout it came in at the profiled sizes (oneDNN's choice):
+  // one in another came from a writer that ran unfused, in eager's own layout.
+  void to_eager_layouts(Stack& stack) override {
     auto base = stack.size() - subgraph_->inputs().size();
     for (size_t i = 0; i < free_layout_.size(); ++i) {
       const auto& d = desc_.tensors.at(desc_.inputs[i]);
@@ -159,6 +161,14 @@ class Kernel : public GroupBase {
       if (static_cast<size_t>(t.dim()) != d.strides.size()) continue;
       auto order = order_of(d.strides);
       if (dense_in_order(t.sizes(), t.strides(), order)) continue;
+      auto layout = input_layout(t);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        const auto& seen = free_seen_[i];
+        if (!seen || seen->first != layout ||
+            (layout == Layout::kOther && seen->second != t.strides().vec()))
+          continue;
+      }
       auto eager = at::empty_strided(t.sizes(), dense_strides(t.sizes().vec(), order), t.options());
       value = eager.copy_(t);
     }
