@@ -161,13 +161,9 @@ class Kernel : public GroupBase {
       if (static_cast<size_t>(t.dim()) != d.strides.size()) continue;
       auto order = order_of(d.strides);
       if (dense_in_order(t.sizes(), t.strides(), order)) continue;
-      auto layout = input_layout(t);
       {
         std::lock_guard<std::mutex> lock(mu_);
-        const auto& seen = free_seen_[i];
-        if (!seen || seen->first != layout ||
-            (layout == Layout::kOther && seen->second != t.strides().vec()))
-          continue;
+        if (!came_as_seen(i, input_layout(t), t.strides().vec())) continue;
       }
       auto eager = at::empty_strided(t.sizes(), dense_strides(t.sizes().vec(), order), t.options());
       value = eager.copy_(t);
@@ -259,12 +255,7 @@ class Kernel : public GroupBase {
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto& d = desc_.tensors.at(desc_.inputs[i]);
       if (d.strides.empty() || d.dims.empty()) continue;
-      if (free_layout_[i]) {
-        const auto& seen = free_seen_[i];
-        if (!seen || (seen->first == layouts[i] &&
-                      (seen->first != Layout::kOther || seen->second == given[i])))
-          continue;
-      }
+      if (free_layout_[i] && (!free_seen_[i] || came_as_seen(i, layouts[i], given[i]))) continue;
       auto profiled = layout_of(d.dims, d.strides);
       if (profiled != layouts[i] ||
           (profiled == Layout::kOther && given[i] != d.strides &&
@@ -274,6 +265,14 @@ class Kernel : public GroupBase {
                         d.strides) + ")";
     }
     return {};
+  }
+
+  // Under mu_: whether free-layout input `i` comes in the layout (with strides
+  // where it is neither row-major nor channels-last) it came in at the profiled
+  // sizes, the one the writing group gives when it runs fused.
+  bool came_as_seen(size_t i, Layout layout, const Dims& strides) const {
+    const auto& seen = free_seen_[i];
+    return seen && seen->first == layout && (layout != Layout::kOther || seen->second == strides);
   }
 
   // At sizes other than the profiled ones, outputs the caller or ATen reads
