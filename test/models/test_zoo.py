@@ -4,7 +4,7 @@ configs, fused and compared with eager, fp32 and bf16 (autocast)."""
 from __future__ import annotations
 
 import pytest
-from fusion_check import eager, fuse
+from fusion_check import eager, fuse, run
 
 from torch_graphfuse import last_report
 from torch_graphfuse.testing import runner, zoo
@@ -27,6 +27,23 @@ def test_zoo_model_fused_matches_eager_fp32(name: str) -> None:
     error = zoo.relative_error(out, eager(model, inputs))
     assert error <= zoo.FP32_TOLERANCE, f"{name}: relative error {error:.2e}\n{last_report()}"
     assert runner.fusion_groups(graph), f"{name}: nothing fused\n{last_report()}"
+
+
+@pytest.mark.parametrize("name", sorted(zoo.MODELS))
+def test_zoo_model_traced_at_one_size_serves_another(name: str) -> None:
+    """Sequence lengths and batch sizes change in deployment: each group's guard and
+    per-size compile (or its fallback) give eager's result at the new size, and again at
+    the traced one after it."""
+    model, inputs = zoo.build(name, small=True)
+    module, _, _ = fuse(model, inputs)
+    other = zoo.at_another_size(inputs)
+    for call in (other, other, inputs):
+        out = run(module, call)
+        reference = eager(model, call)
+        assert out.shape == reference.shape
+        error = zoo.relative_error(out, reference)
+        assert error <= zoo.FP32_TOLERANCE, f"{name}: relative error {error:.2e} at sizes " \
+            f"{[tuple(t.shape) for t in call]}\n{last_report()}"
 
 
 @pytest.mark.parametrize("name", sorted(zoo.MODELS))

@@ -303,6 +303,22 @@ def build(name: str, small: bool, seed: int = 0) -> tuple[nn.Module, Inputs]:
     return model.eval().requires_grad_(False), inputs
 
 
+def at_another_size(inputs: Inputs) -> Inputs:
+    """The inputs a deployed model meets after the one it was traced with: token ids and
+    masks 3 tokens shorter (the first ones dropped, so the masked end stays), images and
+    mel features in a batch of two, waveforms a quarter shorter."""
+    generator = torch.Generator().manual_seed(1)
+    other = []
+    for t in inputs:
+        if not t.is_floating_point():
+            other.append(t[..., 3:].clone())
+        elif t.dim() == 2:
+            other.append(t[..., : t.shape[-1] * 3 // 4].clone())
+        else:
+            other.append(torch.cat([t, torch.randn(t.shape, generator=generator)]))
+    return other
+
+
 def relative_error(out: torch.Tensor, reference: torch.Tensor) -> float:
     """max |out - reference| over max |reference|, in float64 (NaN where they differ in
     NaN positions: any NaN pair compares unequal to its own position's)."""
