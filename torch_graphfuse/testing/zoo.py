@@ -285,6 +285,29 @@ MODELS: dict[str, ZooModel] = {
 }
 
 
+_NORMS = (nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)
+
+
+@torch.no_grad()
+def _vary_constant_parameters(model: nn.Module) -> None:
+    """Give random values to the parameters the libraries initialise to one constant.
+    Left so, a fused op could read them wrongly unseen: zero biases and position tables,
+    unit norm scales (a gamma broadcast along the wrong dim), and the zero last norm of
+    each residual branch (timm's ResNets and RegNets) or the zero classifier (timm's
+    MLP-Mixer), which make whole branches, or the whole output, zero."""
+    for module in model.modules():
+        for param_name, param in module.named_parameters(recurse=False):
+            if param.numel() < 2 or not param.is_floating_point():
+                continue
+            flat = param.flatten()
+            if not bool((flat == flat[0]).all()):
+                continue
+            if isinstance(module, _NORMS) and param_name == "weight":
+                param.uniform_(0.5, 1.5)
+            else:
+                param.add_(torch.randn_like(param), alpha=0.1)
+
+
 def build(name: str, small: bool, seed: int = 0) -> tuple[nn.Module, Inputs]:
     """The zoo model `name`, in eval mode without gradients, and its example inputs.
     BatchNorm statistics come from forward passes in training mode, so that folding them
@@ -292,6 +315,7 @@ def build(name: str, small: bool, seed: int = 0) -> tuple[nn.Module, Inputs]:
     import_torchvision()  # before timm or transformers import it
     torch.manual_seed(seed)
     model, inputs = MODELS[name].build(small)
+    _vary_constant_parameters(model)
     if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
         # Two samples: a batch of one has no variance where the spatial size reaches 1.
         batch = [torch.cat([t, torch.randn_like(t) if t.is_floating_point() else t])
