@@ -169,3 +169,43 @@ def test_binary_chain_with_a_width_operand_on_channels_last_stays_with_aten(
         dtype: str, chain: str, width: tuple[int, ...]) -> None:
     x = torch.randn(2, 4, 3, 5).contiguous(memory_format=torch.channels_last)
     check(WidthChain(WIDTH_CHAINS[chain], width), [x], dtype, groups=0, left=None)
+
+
+class Permuted(nn.Module):
+    """An elementwise chain over a permuted view of the input."""
+
+    def __init__(self, dims: tuple[int, ...]) -> None:
+        super().__init__()
+        self.dims = dims
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.permute(self.dims) * 0.5 + 1.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_elementwise_chain_from_a_transposed_input_to_a_transposed_result_stays_with_aten(
+        dtype: str) -> None:
+    # Fused, the input is copied row-major and oneDNN's result transposed back into eager's
+    # strides (the input's memory order): two transposes where ATen reads the data once.
+    check(Permuted((0, 2, 1)), [torch.randn(3, 8, 16)], dtype, groups=0, left=None)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dims", [(0, 1, 2), (0, 3, 1, 2), (1, 0, 2), (0, 2, 1, 3)],
+                         ids=["identity", "to_channels_last", "size_1_dim", "heads"])
+def test_elementwise_chain_over_a_view_keeping_the_last_dim_innermost_is_fused(
+        dtype: str, dims: tuple[int, ...]) -> None:
+    x = torch.randn(2, 5, 6, 4) if len(dims) == 4 else torch.randn(1, 8, 16)
+    check(Permuted(dims), [x], dtype, groups=1, left=None)
+
+
+class AddTransposed(nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return (x + y.transpose(1, 2)) * 0.5
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transposed_operand_of_a_row_major_result_is_fused(dtype: str) -> None:
+    # Eager's result follows x: the input's copy is the one extra pass.
+    check(AddTransposed(), [torch.randn(3, 8, 16), torch.randn(3, 16, 8)], dtype, groups=1,
+          left=None)

@@ -10,7 +10,8 @@ it, and the report gives that rule's reason. The rules:
 - eager's aliasing: no output is a view of an input or of another output (a group's
   outputs are new tensors);
 - oneDNN's defects, each measured on oneDNN 3.12 and pinned by a regression test:
-  wrong results, a crash, runaway allocation, reference kernels (workarounds.py);
+  wrong results, a crash, runaway allocation, reference kernels, transposes back and forth
+  (workarounds.py);
 - worth it: two or more nodes, or one node whose table entry says oneDNN beats ATen
   on it alone (conv, linear, matmul, ...).
 """
@@ -156,6 +157,9 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: workarounds.layer_norm_sum(c.ops, c.backend) is SizeVerdict.REFUSE,
      "a layer_norm's result added to a tensor of its shape (oneDNN 3.12's layer-norm kernel "
      "drops that sum)"),
+    (lambda c: workarounds.elementwise_to_a_transposed_layout(c.ops, c.backend, c.out_ids),
+     "elementwise ops from a transposed input to a transposed result (copied row-major, "
+     "then reordered back, where ATen reads the data once)"),
     (lambda c: workarounds.eltwise_head_with_binary(c.ops),
      "an eltwise op on an input meets a binary op (oneDNN 3.12 runs that with its reference "
      "implementation)"),
