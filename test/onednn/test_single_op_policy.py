@@ -166,22 +166,16 @@ def _group_norm(affine: bool) -> nn.Module:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("affine", [True, False])
-@pytest.mark.parametrize("rank", [4, 5])
-def test_group_norm_on_channels_last(dtype: str, affine: bool, rank: int) -> None:
-    fmt = torch.channels_last if rank == 4 else torch.channels_last_3d
-    x = torch.randn(2, 16, *[5] * (rank - 2)).contiguous(memory_format=fmt) * 3 + 1
-    graph = check(_group_norm(affine), [x], dtype, groups=1, left=[])
-    assert group_kinds(graph) == [["aten::group_norm"]]
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_group_norm_on_a_plain_layout_stays_unfused(dtype: str) -> None:
-    # oneDNN 3.12 runs its group normalization with the reference kernel there.
-    check(_group_norm(True), [torch.randn(2, 16, 5, 5)], dtype, groups=0,
-          left=["aten::group_norm"])
+@pytest.mark.parametrize("fmt", [torch.channels_last, torch.contiguous_format],
+                         ids=["channels_last", "plain"])
+def test_group_norm_of_a_large_mean_stays_with_aten(dtype: str,
+                                                    fmt: torch.memory_format) -> None:
+    # Fuzzer seed 2612, fp32 graph 1478 (values near 8 + 0.1 z, 9e-04 off). oneDNN 3.12's
+    # one-pass variance gave 0.14 here, fused on channels-last; ATen is exact to rounding.
+    x = (torch.randn(2, 16, 5, 5) + 1000.0).contiguous(memory_format=fmt)
+    check(_group_norm(True), [x], dtype, groups=0, left=["aten::group_norm"])
     unmapped = dict(torch_graphfuse.last_report().unmapped)
-    assert "channels-last" in unmapped["aten::group_norm"]
+    assert "variance in one pass" in unmapped["aten::group_norm"]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

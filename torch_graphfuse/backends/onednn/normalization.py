@@ -133,35 +133,15 @@ def _gamma_for(lo: Lowering, value: torch._C.Value, node: torch._C.Node | None =
         return False
 
 
-def _channels_last(sizes: list[int], strides: list[int]) -> bool:
-    """A 4-d or 5-d tensor dense with its channels innermost."""
-    if len(sizes) not in (4, 5) or len(strides) != len(sizes):
-        return False
-    order = [0, *range(2, len(sizes)), 1]
-    expected = 1
-    for d in reversed(order):
-        if sizes[d] != 1 and strides[d] != expected:
-            return False
-        expected *= sizes[d]
-    return True
-
-
 @lowering("aten::group_norm", worth_alone=True)
 def group_norm(lo: Lowering) -> None:
-    # (input, num_groups, weight?, bias?, eps, cudnn_enable)
-    if lo.is_none(2) != lo.is_none(3):
-        raise Unsupported("group_norm with only one of weight and bias")
-    x = lo.graph.tensors[lo.input(0)]
-    if not _channels_last(x.sizes or [], x.strides or []):
-        # Measured on oneDNN 3.12: its group normalization is ref:any on plain layouts.
-        raise Unsupported("group_norm of a tensor not in channels-last layout (oneDNN runs "
-                          "that with its reference implementation)")
-    inputs = [lo.input(0)]
-    if not lo.is_none(2):
-        inputs += [lo.input(2), lo.input(3)]
-    lo.emit("GroupNorm", inputs, [lo.output()], groups=int(lo.const(1)),
-            epsilon=float(lo.const(4)), keep_stats=False, use_affine=len(inputs) == 3,
-            data_format="NCX")
+    # Measured on oneDNN 3.12 (channels-last, the one layout it runs without its reference
+    # implementation): its group normalization takes the variance as E[x^2] - mean^2, which
+    # cancels where the mean is large against the spread. Off by 6e-04 at mean 100, std 1,
+    # and 0.14 at mean 1000 (ATen's moments: rounding only), where layer_norm is off by
+    # 4e-06 and 3e-05.
+    raise Unsupported("oneDNN's group_norm computes the variance in one pass, which loses "
+                      "the precision ATen keeps where the mean is large against the spread")
 
 
 @lowering("aten::softmax", "aten::_softmax", finite_only=SOFTMAX_OF_NONFINITE)
