@@ -161,10 +161,6 @@ def test_layer_norm_over_two_dims_stays_unfused(dtype: str) -> None:
           left=["aten::layer_norm"])
 
 
-def _group_norm(affine: bool) -> nn.Module:
-    return _with_affine(nn.GroupNorm(4, 16, affine=affine))
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("fmt", [torch.channels_last, torch.contiguous_format],
                          ids=["channels_last", "plain"])
@@ -173,7 +169,7 @@ def test_group_norm_of_a_large_mean_stays_with_aten(dtype: str,
     # Fuzzer seed 2612, fp32 graph 1478 (values near 8 + 0.1 z, 9e-04 off). oneDNN 3.12's
     # one-pass variance gave 0.14 here, fused on channels-last; ATen is exact to rounding.
     x = (torch.randn(2, 16, 5, 5) + 1000.0).contiguous(memory_format=fmt)
-    check(_group_norm(True), [x], dtype, groups=0, left=["aten::group_norm"])
+    check(_with_affine(nn.GroupNorm(4, 16)), [x], dtype, groups=0, left=["aten::group_norm"])
     unmapped = dict(torch_graphfuse.last_report().unmapped)
     assert "variance in one pass" in unmapped["aten::group_norm"]
 

@@ -133,7 +133,7 @@ def _gamma_for(lo: Lowering, value: torch._C.Value, node: torch._C.Node | None =
         return False
 
 
-@lowering("aten::group_norm", worth_alone=True)
+@lowering("aten::group_norm")
 def group_norm(lo: Lowering) -> None:
     # Measured on oneDNN 3.12 (channels-last, the one layout it runs without its reference
     # implementation): its group normalization takes the variance as E[x^2] - mean^2, which
