@@ -209,6 +209,40 @@ def test_input_written_in_place_is_not_assumed_finite() -> None:
     torch.testing.assert_close(xs, x / y)
 
 
+class ShiftedWindowFeedForward(nn.Module):
+    """Swin's path to its feed-forward: the cyclic shift (roll), the padding to whole
+    windows (pad) and the shifted windows' mask (masked_fill of a constant mask) move or
+    fill values; the linear -> gelu after them fuses when the fill values are finite."""
+
+    def __init__(self, fill: float = -100.0) -> None:
+        super().__init__()
+        self.fill = fill
+        self.fc = nn.Linear(8, 16)
+        self.register_buffer("mask", torch.rand(6, 6, 1) > 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.roll(x, shifts=(-1, -1), dims=(1, 2))
+        y = F.pad(y, (0, 0, 0, 1, 0, 1), value=self.fill)
+        y = y.masked_fill(self.mask, self.fill)
+        return F.gelu(self.fc(y.repeat(1, 1, 1, 1)))
+
+
+def test_shift_pad_and_mask_keep_finiteness_so_the_gelu_after_them_fuses() -> None:
+    model, x = ShiftedWindowFeedForward(), torch.randn(1, 5, 5, 8)
+    graph = check(model, [x], left=None)
+    assert " GELU " in _descs(graph) and len(_checks(graph)) == 1
+    for special in ("nan", "inf", "-inf"):
+        bad = x.clone()
+        bad[0, 2, 3, 4] = float(special)
+        torch.testing.assert_close(run(fuse(model, [x])[0], [bad]), model(bad), equal_nan=True)
+
+
+@pytest.mark.parametrize("fill", [float("inf"), float("-inf"), float("nan")])
+def test_a_fill_value_that_is_not_finite_ends_a_proof(fill: float) -> None:
+    check(ShiftedWindowFeedForward(fill), [torch.randn(1, 5, 5, 8)], left=None)
+    assert "not proven finite" in dict(torch_graphfuse.last_report().unmapped)["aten::gelu"]
+
+
 class EmbeddingLinear(nn.Module):
     def __init__(self) -> None:
         super().__init__()
