@@ -70,17 +70,71 @@ def test_size_of_a_view_is_the_size_its_shape_gives() -> None:
           return (%p, %q)""") == [("y", 0), ("value", 3)]
 
 
-def test_size_an_inferred_view_dim_gives_is_read_from_the_view() -> None:
-    """-1 is no size: the view's result is read (and the other dim is not moved)."""
-    assert _size_reads("""
-        graph(%x : Float(2, 12)):
+INFERRED = """
+    graph(%x : Float(2, 12)):
+      %one : int = prim::Constant[value=1]()
+      %infer : int = prim::Constant[value=-1]()
+      %four : int = prim::Constant[value=4]()
+      %shape : int[] = prim::ListConstruct(%four, %infer)
+      %v : Tensor = aten::reshape(%x, %shape)
+      %s : int = aten::size(%v, %one)
+      return (%s)"""
+
+
+def test_size_an_inferred_view_dim_gives_is_the_element_count_over_the_other_dims() -> None:
+    graph = torch._C.parse_ir(INFERRED)
+    defer_size_check.run(graph)
+    kinds = {n.kind() for n in graph.nodes()}
+    assert "aten::reshape" not in kinds and "aten::floordiv" in kinds, graph
+    inferred = torch._C._create_function_from_graph("inferred", graph)
+    for sizes in [(2, 12), (6, 10), (1, 4)]:
+        assert inferred(torch.zeros(sizes)) == torch.zeros(sizes).reshape(4, -1).size(1)
+
+
+def _heads(dim: int) -> str:
+    """`linear(x, w).view(b, s, 4, -1).size(dim)`."""
+    return f"""
+        graph(%x : Float(2, 8, 32), %w : Float(64, 32)):
+          %none : NoneType = prim::Constant()
+          %zero : int = prim::Constant[value=0]()
           %one : int = prim::Constant[value=1]()
-          %infer : int = prim::Constant[value=-1]()
           %four : int = prim::Constant[value=4]()
-          %shape : int[] = prim::ListConstruct(%four, %infer)
-          %v : Tensor = aten::reshape(%x, %shape)
-          %s : int = aten::size(%v, %one)
-          return (%s)""") == [("aten::reshape", 1)]
+          %infer : int = prim::Constant[value=-1]()
+          %dim : int = prim::Constant[value={dim}]()
+          %y : Float(2, 8, 64) = aten::linear(%x, %w, %none)
+          %b : int = aten::size(%y, %zero)
+          %s : int = aten::size(%y, %one)
+          %shape : int[] = prim::ListConstruct(%b, %s, %four, %infer)
+          %v : Tensor = aten::view(%y, %shape)
+          %r : int = aten::size(%v, %dim)
+          return (%r)"""
+
+
+def _with_weight(source: str, rows: int) -> list[tuple[str, object]]:
+    """The weight made a constant of `rows` rows, as freezing makes it."""
+    graph = torch._C.parse_ir(source)
+    with graph.insert_point_guard(next(graph.nodes())):
+        weight = graph.insertConstant(torch.zeros(rows, 32))
+    list(graph.inputs())[1].replaceAllUsesWith(weight)
+    graph.eraseInput(1)
+    defer_size_check.run(graph)
+    value = graph.return_node().inputsAt(0)
+    node = value.node()
+    if node.kind() == "aten::size":
+        read = node.inputsAt(0)
+        name = read.debugName() if read.node().kind() == "prim::Param" else read.node().kind()
+        return [(name, node.inputsAt(1).toIValue())]
+    return [("value", value.toIValue() if node.kind() == "prim::Constant" else node.kind())]
+
+
+def test_heads_split_off_a_linear_have_the_weight_rows_over_the_head_count() -> None:
+    assert _with_weight(_heads(-1), 64) == [("value", 16)]
+    assert _with_weight(_heads(1), 64) == [("x", 1)]  # a linear keeps its input's sizes
+
+
+def test_an_inferred_dim_that_does_not_divide_stays_read_from_the_view() -> None:
+    # 66 rows over 4 heads: eager's view raises, and the read stays after it.
+    assert _with_weight(_heads(-1), 66) == [("aten::view", -1)]
 
 
 def test_size_of_a_dim_out_of_range_stays_where_eager_raises() -> None:
@@ -143,3 +197,32 @@ def test_merge_of_heads_that_copies_stays_with_aten() -> None:
     assert "aten::contiguous" in runner.unfused_kinds(graph), graph
     other = torch.randn(3, 6, 32)
     assert_matches(run(module, [other]), eager(model, [other]), "fp32")
+
+
+class SplitHeadsCopied(nn.Module):
+    """DeBERTa's transpose_for_scores: heads split off the projection with `-1`, copied to
+    (batch * heads, tokens, dim), and viewed with the split view's sizes (the inferred dim
+    among them), then a bmm of two such."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.k = nn.Linear(32, 32), nn.Linear(32, 32)
+
+    @staticmethod
+    def split(x: torch.Tensor) -> torch.Tensor:
+        x = x.view(x.size()[:-1] + (4, -1))
+        return x.permute(0, 2, 1, 3).contiguous().view(-1, x.size(1), x.size(-1))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.bmm(self.split(self.q(h)), self.split(self.k(h)).transpose(1, 2))
+
+
+def test_heads_split_with_an_inferred_dim_and_copied_join_the_projection() -> None:
+    model, x = SplitHeadsCopied().eval(), torch.randn(2, 8, 32)
+    module, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    # The projection writes the copy's layout: no copy or view is left to ATen.
+    assert not {"aten::contiguous", "aten::view", "aten::permute"} & set(
+        runner.unfused_kinds(graph)), graph
+    for other in (torch.randn(1, 5, 32), torch.randn(3, 1, 32), torch.randn(2, 8, 32)):
+        assert_matches(run(module, [other]), eager(model, [other]), "fp32")

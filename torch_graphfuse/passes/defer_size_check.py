@@ -6,10 +6,17 @@ op's output has its input's sizes, so the size is read from the input instead,
 through any chain of such ops.
 
 Views move a size to another dimension, or fix it: `x.transpose(1, 2).size(1)` is
-`x.size(2)`, and `x.view(b, t, 12, 64).size(0)` is `b`. Hugging Face merges the heads
-after attention with `attn.transpose(1, 2).contiguous()` and reshapes it with that copy's
-sizes, so the copy is read for its sizes and could not join the projection's group as a
-view of its input; read through the views, the sizes come from the attention's output.
+`x.size(2)`, `x.view(b, t, 12, 64).size(0)` is `b`, and the dim a view infers is the
+input's element count over the others (`x.view(b, t, 12, -1).size(3)` is
+`x.size(0) * x.size(1) * x.size(2) // (b * t * 12)`, exact: the view raises where it does
+not divide). A linear keeps its input's sizes but the last, its weight's first.
+
+Hugging Face merges the heads after attention with `attn.transpose(1, 2).contiguous()` and
+reshapes it with that copy's sizes, so the copy is read for its sizes and could not join the
+projection's group as a view of its input; read through the views, the sizes come from the
+attention's output. DeBERTa splits the heads off a projection with `-1` and reads the split
+view's sizes after copying it: read through the view and the linear, those sizes are the
+input's and a constant, and the projection, its views and the copy become one partition.
 """
 
 from __future__ import annotations
@@ -64,10 +71,86 @@ def _normalized(dim: int, rank: int) -> int | None:
     return dim if 0 <= dim < rank else None
 
 
-def _through_view(value: torch._C.Value, dim: int
+def _known_size(item: torch._C.Value) -> bool:
+    """A shape item that is a size: a size read is never negative, and a constant is one
+    where it is not the -1 that view infers."""
+    return item.node().kind() == "aten::size" or (
+        (n := _constant_ints(item)) is not None and n[0] >= 0)
+
+
+def _int_op(graph: torch._C.Graph, kind: str, a: torch._C.Value,
+            b: torch._C.Value) -> torch._C.Value:
+    out = graph.insertNode(graph.create(kind, [a, b], 1)).output()
+    out.setType(torch._C.IntType.get())
+    return out
+
+
+def _read_of(value: torch._C.Value) -> tuple[int, int] | None:
+    """(the read tensor's id, the dim) of a size read with a constant dim."""
+    node = value.node()
+    dim = _constant_ints(node.inputsAt(1)) if node.kind() == "aten::size" else None
+    return None if dim is None else (node.inputsAt(0).unique(), dim[0])
+
+
+def _product(graph: torch._C.Graph, factors: list[torch._C.Value],
+             constant: int) -> torch._C.Value:
+    if not factors:
+        return graph.insertConstant(constant)
+    value = factors[0]
+    for factor in factors[1:]:
+        value = _int_op(graph, "aten::mul", value, factor)
+    return value if constant == 1 else _int_op(graph, "aten::mul", value,
+                                                graph.insertConstant(constant))
+
+
+def _inferred(graph: torch._C.Graph, view: torch._C.Node,
+              items: list[torch._C.Value], d: int) -> torch._C.Value | None:
+    """The size view infers for item d (-1): the input's element count over the product of
+    the other items, as int arithmetic inserted at the graph's insert point. Sizes read on
+    both sides cancel (the count of a view that splits the last dim is that dim over the
+    new one: a constant where the last dim is one)."""
+    rank = _rank(view.inputsAt(0))
+    others = items[:d] + items[d + 1:]
+    if rank is None or _constant_ints(items[d]) != [-1] or not all(map(_known_size, others)):
+        return None
+    count: list[torch._C.Value] = []
+    for i in range(rank):
+        read = graph.insertNode(graph.create("aten::size", [view.inputsAt(0),
+                                                            graph.insertConstant(i)], 1))
+        read.output().setType(torch._C.IntType.get())
+        count.append(_defer(graph, read.output()))
+    count_constant, count_reads = _split(count)
+    known_constant, known_reads = _split(others)
+    for factor in list(known_reads):
+        match = next((c for c in count_reads if _read_of(c) is not None
+                      and _read_of(c) == _read_of(factor)), None)
+        if match is not None:
+            count_reads.remove(match)
+            known_reads.remove(factor)
+    if not known_reads and known_constant != 0 and count_constant % known_constant == 0:
+        return _product(graph, count_reads, count_constant // known_constant)
+    if not known_reads and not count_reads:
+        return None  # the view raises
+    return _int_op(graph, "aten::floordiv", _product(graph, count_reads, count_constant),
+                   _product(graph, known_reads, known_constant))
+
+
+def _split(factors: list[torch._C.Value]) -> tuple[int, list[torch._C.Value]]:
+    """The product of the constant factors, and the others."""
+    constant, others = 1, []
+    for factor in factors:
+        n = _constant_ints(factor)
+        if n is None:
+            others.append(factor)
+        else:
+            constant *= n[0]
+    return constant, others
+
+
+def _through_view(graph: torch._C.Graph, value: torch._C.Value, dim: int
                   ) -> tuple[torch._C.Value, int] | torch._C.Value | None:
-    """Where size `dim` of a view's result is read instead: (its input, that input's dim),
-    the int value the view's shape gives it, or None."""
+    """Where size `dim` of a view's (or a linear's) result is read instead: (its input, that
+    input's dim), the int value the view's shape gives it, or None."""
     node = value.node()
     kind = node.kind()
     if kind in _RESHAPES:
@@ -78,13 +161,7 @@ def _through_view(value: torch._C.Value, dim: int
         d = _normalized(dim, len(items))
         if d is None:
             return None
-        item = items[d]
-        # A size read is never negative; a constant is the size only where it is not the
-        # -1 that view infers.
-        if item.node().kind() == "aten::size" or (
-                (n := _constant_ints(item)) is not None and n[0] >= 0):
-            return item
-        return None
+        return items[d] if _known_size(items[d]) else _inferred(graph, node, items, d)
     if kind == "aten::permute":
         order = _constant_ints(node.inputsAt(1))
         d = None if order is None else _normalized(dim, len(order))
@@ -96,6 +173,14 @@ def _through_view(value: torch._C.Value, dim: int
     d = None if rank is None else _normalized(dim, rank)
     if d is None:
         return None
+    if kind == "aten::linear":
+        if d < rank - 1:
+            return node.inputsAt(0), d
+        weight = node.inputsAt(1)
+        if weight.node().kind() != "prim::Constant" or not isinstance(
+                weight.toIValue(), torch.Tensor) or weight.toIValue().dim() != 2:
+            return None
+        return graph.insertConstant(weight.toIValue().size(0))
     if kind == "aten::transpose":
         pair = [_constant_ints(node.inputsAt(i)) for i in (1, 2)]
         if None in pair:
@@ -107,8 +192,9 @@ def _through_view(value: torch._C.Value, dim: int
     return None
 
 
-def _defer(graph: torch._C.Graph, node: torch._C.Node) -> torch._C.Value | None:
-    """The value a `size(x, dim)` node's result is read from instead, if another."""
+def _moved(graph: torch._C.Graph, node: torch._C.Node) -> torch._C.Value | None:
+    """The value a `size(x, dim)` node's result is read from instead, if another; new nodes
+    go before `node`."""
     dim = _constant_ints(node.inputsAt(1))
     if dim is None:
         return None
@@ -117,7 +203,8 @@ def _defer(graph: torch._C.Graph, node: torch._C.Node) -> torch._C.Value | None:
     while True:
         source = size_source(tensor)
         moved |= source is not tensor
-        found = _through_view(source, d)
+        with graph.insert_point_guard(node):
+            found = _through_view(graph, source, d)
         if found is None:
             tensor = source
             break
@@ -133,11 +220,17 @@ def _defer(graph: torch._C.Graph, node: torch._C.Node) -> torch._C.Value | None:
     return read.output()
 
 
+def _defer(graph: torch._C.Graph, read: torch._C.Value) -> torch._C.Value:
+    """The size `read` (an aten::size result) is read from instead, or `read` itself."""
+    value = _moved(graph, read.node())
+    return read if value is None else value
+
+
 def run(graph: torch._C.Graph) -> None:
     deferred = False
     for node in all_nodes(graph.block()):
         if node.kind() == "aten::size" and node.inputsSize() == 2:
-            value = _defer(graph, node)
+            value = _moved(graph, node)
             if value is not None:
                 node.output().replaceAllUsesWith(value)
                 deferred = True
