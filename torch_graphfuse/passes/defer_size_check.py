@@ -7,9 +7,9 @@ through any chain of such ops.
 
 Views move a size to another dimension, or fix it: `x.transpose(1, 2).size(1)` is
 `x.size(2)`, `x.view(b, t, 12, 64).size(0)` is `b`, and the dim a view infers is the
-input's element count over the others (`x.view(b, t, 12, -1).size(3)` is
-`x.size(0) * x.size(1) * x.size(2) // (b * t * 12)`, exact: the view raises where it does
-not divide). A linear keeps its input's sizes but the last, its weight's first.
+input's element count over the others: `y.view(y.size(0), y.size(1), 12, -1).size(3)` is
+`y.size(2) // 12`, taken where that is a constant (exact: the view raises where it does not
+divide). A linear keeps its input's sizes but the last, its weight's first.
 
 Hugging Face merges the heads after attention with `attn.transpose(1, 2).contiguous()` and
 reshapes it with that copy's sizes, so the copy is read for its sizes and could not join the
@@ -78,13 +78,6 @@ def _known_size(item: torch._C.Value) -> bool:
         (n := _constant_ints(item)) is not None and n[0] >= 0)
 
 
-def _int_op(graph: torch._C.Graph, kind: str, a: torch._C.Value,
-            b: torch._C.Value) -> torch._C.Value:
-    out = graph.insertNode(graph.create(kind, [a, b], 1)).output()
-    out.setType(torch._C.IntType.get())
-    return out
-
-
 def _read_of(value: torch._C.Value) -> tuple[int, int] | None:
     """(the read tensor's id, the dim) of a size read with a constant dim."""
     node = value.node()
@@ -92,23 +85,12 @@ def _read_of(value: torch._C.Value) -> tuple[int, int] | None:
     return None if dim is None else (node.inputsAt(0).unique(), dim[0])
 
 
-def _product(graph: torch._C.Graph, factors: list[torch._C.Value],
-             constant: int) -> torch._C.Value:
-    if not factors:
-        return graph.insertConstant(constant)
-    value = factors[0]
-    for factor in factors[1:]:
-        value = _int_op(graph, "aten::mul", value, factor)
-    return value if constant == 1 else _int_op(graph, "aten::mul", value,
-                                                graph.insertConstant(constant))
-
-
 def _inferred(graph: torch._C.Graph, view: torch._C.Node,
               items: list[torch._C.Value], d: int) -> torch._C.Value | None:
-    """The size view infers for item d (-1): the input's element count over the product of
-    the other items, as int arithmetic inserted at the graph's insert point. Sizes read on
-    both sides cancel (the count of a view that splits the last dim is that dim over the
-    new one: a constant where the last dim is one)."""
+    """The size view infers for item d (-1), where it is a constant or one of the input's
+    sizes: the input's element count over the product of the other items, the sizes read
+    on both sides cancelling (a view splitting a last dim of constant size into heads
+    infers a constant). New nodes go at the graph's insert point."""
     rank = _rank(view.inputsAt(0))
     others = items[:d] + items[d + 1:]
     if rank is None or _constant_ints(items[d]) != [-1] or not all(map(_known_size, others)):
@@ -127,12 +109,13 @@ def _inferred(graph: torch._C.Graph, view: torch._C.Node,
         if match is not None:
             count_reads.remove(match)
             known_reads.remove(factor)
-    if not known_reads and known_constant != 0 and count_constant % known_constant == 0:
-        return _product(graph, count_reads, count_constant // known_constant)
-    if not known_reads and not count_reads:
-        return None  # the view raises
-    return _int_op(graph, "aten::floordiv", _product(graph, count_reads, count_constant),
-                   _product(graph, known_reads, known_constant))
+    # Only a constant or a single read is taken: more arithmetic would cost more per call
+    # than the read it replaces (and where the count does not divide, the view raises).
+    if known_reads or known_constant == 0 or count_constant % known_constant:
+        return None
+    if not count_reads:
+        return graph.insertConstant(count_constant // known_constant)
+    return count_reads[0] if len(count_reads) == 1 and count_constant == known_constant else None
 
 
 def _split(factors: list[torch._C.Value]) -> tuple[int, list[torch._C.Value]]:
@@ -227,12 +210,10 @@ def _defer(graph: torch._C.Graph, read: torch._C.Value) -> torch._C.Value:
 
 
 def run(graph: torch._C.Graph) -> None:
-    deferred = False
     for node in all_nodes(graph.block()):
         if node.kind() == "aten::size" and node.inputsSize() == 2:
             value = _moved(graph, node)
             if value is not None:
                 node.output().replaceAllUsesWith(value)
-                deferred = True
-    if deferred:
-        torch._C._jit_pass_dce(graph)
+    # The replaced reads, and those an inferred size made and did not use.
+    torch._C._jit_pass_dce(graph)
