@@ -3,7 +3,8 @@ profiled graph while fusion is enabled:
 
     mutation_removal -> reference_quantization -> quantized_weights -> split_dequantize
       -> decompose -> rms_norm
-      -> prepare_binary -> defer_size_check -> shape_arguments -> alias_casts
+      -> prepare_binary -> scalar_before_transpose -> defer_size_check -> shape_arguments
+      -> alias_casts
       -> finiteness -> integer_data
       -> per block, each registered backend's partitioner -> rewrite -> rms_norm unfold
       -> type_guard -> each backend's own passes on its groups -> finite_guard
@@ -40,6 +41,7 @@ from .passes import (
     quantized_weights,
     reference_quantization,
     rms_norm,
+    scalar_before_transpose,
     shape_arguments,
     split_dequantize,
 )
@@ -106,6 +108,8 @@ def _run_passes(graph: torch._C.Graph) -> None:
     log.logged_pass("decompose", graph, lambda: decompose.run(graph))
     log.logged_pass("rms_norm", graph, lambda: rms_norm.run(graph))
     log.logged_pass("prepare_binary", graph, lambda: prepare_binary.run(graph))
+    log.logged_pass("scalar_before_transpose", graph,
+                    lambda: scalar_before_transpose.run(graph))
     log.logged_pass("defer_size_check", graph, lambda: defer_size_check.run(graph))
     log.logged_pass("shape_arguments", graph, lambda: shape_arguments.run(graph))
     log.logged_pass("alias_casts", graph, lambda: alias_casts.run(graph))

@@ -6,8 +6,19 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from fusion_check import DTYPES, check, group_kinds
+from fusion_check import (
+    DTYPES,
+    assert_matches,
+    check,
+    eager,
+    fuse,
+    group_kinds,
+    run,
+    skip_unless_bf16_fuses,
+)
 from torch import nn
+
+from torch_graphfuse.testing import runner
 
 Binary = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 OPS: dict[str, Binary] = {"add": torch.add, "sub": torch.sub, "mul": torch.mul,
@@ -172,14 +183,16 @@ def test_binary_chain_with_a_width_operand_on_channels_last_stays_with_aten(
 
 
 class Permuted(nn.Module):
-    """An elementwise chain over a permuted view of the input."""
+    """An elementwise chain over a permuted view of the input: by scalars, or by a vector
+    along the last dim of the view (`scale`)."""
 
-    def __init__(self, dims: tuple[int, ...]) -> None:
+    def __init__(self, dims: tuple[int, ...], scale: torch.Tensor | None = None) -> None:
         super().__init__()
         self.dims = dims
+        self.scale = 0.5 if scale is None else scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.permute(self.dims) * 0.5 + 1.0
+        return x.permute(self.dims) * self.scale + 1.0
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -187,7 +200,25 @@ def test_elementwise_chain_from_a_transposed_input_to_a_transposed_result_stays_
         dtype: str) -> None:
     # Fused, the input is copied row-major and oneDNN's result transposed back into eager's
     # strides (the input's memory order): two transposes where ATen reads the data once.
-    check(Permuted((0, 2, 1)), [torch.randn(3, 8, 16)], dtype, groups=0, left=None)
+    check(Permuted((0, 2, 1), torch.rand(8) + 0.5), [torch.randn(3, 8, 16)], dtype, groups=0,
+          left=None)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scalar_chain_over_a_transposed_view_runs_in_memory_order_then_transposes(
+        dtype: str) -> None:
+    # By scalars, the chain runs on the input as it lies and the permute comes after it,
+    # a view of the group's result with eager's strides.
+    model = Permuted((0, 2, 1))
+    module, _, graph = fuse(model, [torch.randn(3, 8, 16)], dtype)
+    for x in (torch.randn(3, 8, 16), torch.randn(2, 5, 7), torch.randn(4, 6, 3).transpose(1, 2)):
+        fused = run(module, [x], dtype)
+        reference = eager(model, [x], dtype)
+        assert_matches(fused, reference, dtype)
+        assert fused.stride() == reference.stride()
+    skip_unless_bf16_fuses(graph, dtype)
+    ((group,),) = [runner.fusion_groups(graph)]
+    assert "StaticTranspose" not in group.s("desc")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

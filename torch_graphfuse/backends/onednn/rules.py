@@ -117,8 +117,12 @@ def _bf16_without_kernels(c: Candidate) -> bool:
 
 
 def _lone_op(c: Candidate) -> bool:
+    """One node computes, and the partition takes in no arithmetic of its arguments (a
+    scale computed from sizes, which ATen would compute on every call: DeBERTa's
+    `k / sqrt(tensor(k.size(-1)) * 3)`, 24 divisions per call, ran as fast either way)."""
     entries = [LOWERINGS[op.node.kind()] for op in c.ops if op.node is not None]
-    return len({op.node for op in c.ops}) == 1 and not entries[0].worth_alone
+    return (len({op.node for op in c.ops}) == 1 and not entries[0].worth_alone
+            and sum(n.kind().startswith("aten::") for n in c.nodes) == 1)
 
 
 # (predicate, reason) in the order they are tried; "{isa}" in a reason is this CPU's ISA.
