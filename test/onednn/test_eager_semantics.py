@@ -11,7 +11,7 @@ from fusion_check import Program, assert_matches, eager, fuse, fused_and_eager, 
 from torch import nn
 
 from torch_graphfuse import last_report
-from torch_graphfuse.backends.onednn import op_table
+from torch_graphfuse.backends.onednn import op_table, rules
 
 
 def test_read_before_inplace_write_keeps_its_order() -> None:
@@ -52,6 +52,26 @@ def test_identity_op_before_an_inplace_write_of_its_input_keeps_the_old_value() 
 
     out, ref, _ = fused_and_eager(Program(fn), [torch.randn(4, 8)])
     assert_matches(out, ref, "fp32")
+
+
+@pytest.mark.parametrize(("dtype", "aliases"), [("Float", True), ("BFloat16", False)])
+def test_a_cast_to_the_inputs_own_dtype_counts_as_a_view_of_it(dtype: str,
+                                                               aliases: bool) -> None:
+    # Fuzzer seed 2701, fp32:2950: `x.to(torch.float32).flatten(3, 3).mul_(0)` (Llama's
+    # norm casts to float32 first) is x itself in eager, so mul_ writes the caller's x; a
+    # group making the cast and the view returned a copy, and x was left as it was.
+    code = {"Float": 6, "BFloat16": 15}[dtype]
+    graph = torch._C.parse_ir(f"""
+        graph(%x : Float(2, 3, strides=[3, 1], device=cpu)):
+          %code : int = prim::Constant[value={code}]()
+          %no : bool = prim::Constant[value=0]()
+          %none : NoneType = prim::Constant()
+          %one : int = prim::Constant[value=1]()
+          %c : {dtype}(2, 3, strides=[3, 1], device=cpu) = aten::to(%x, %code, %no, %no, %none)
+          %v : {dtype}(2, 3, strides=[3, 1], device=cpu) = aten::flatten(%c, %one, %one)
+          return (%v)""")
+    nodes = [n for n in graph.nodes() if n.kind() in ("aten::to", "aten::flatten")]
+    assert rules._aliased_output(nodes, [nodes[-1].output().unique()]) == aliases
 
 
 def test_view_of_an_input_is_not_returned_as_a_copy() -> None:

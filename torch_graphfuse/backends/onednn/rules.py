@@ -88,13 +88,24 @@ def _computed_arguments(nodes: list[torch._C.Node], in_ids: list[int],
                for n in nodes for v in n.inputs())
 
 
+def _may_alias_its_input(node: torch._C.Node) -> bool:
+    """A view, or a cast eager may return its input from (to the input's own dtype)."""
+    if node.kind() in VIEW_KINDS:
+        return True
+    if node.kind() not in ("aten::to", "aten::type_as"):
+        return False
+    x, out = node.inputsAt(0).type(), node.output().type()
+    return not (isinstance(x, torch._C.TensorType) and isinstance(out, torch._C.TensorType)
+                and x.dtype() is not None and x.dtype() != out.dtype())
+
+
 def _aliased_output(nodes: list[torch._C.Node], out_ids: list[int]) -> bool:
     """Whether an output is, in eager, a view of an input or of another output."""
     inside = set(nodes)
     outputs = set(out_ids)
     for out in out_ids:
         value = next(v for n in nodes for v in n.outputs() if v.unique() == out)
-        while value.node() in inside and value.node().kind() in VIEW_KINDS:
+        while value.node() in inside and _may_alias_its_input(value.node()):
             value = value.node().inputsAt(0)
             if value.node() not in inside or value.unique() in outputs:
                 return True
@@ -116,13 +127,20 @@ def _bf16_without_kernels(c: Candidate) -> bool:
         c.backend.tensors[t].dtype == "bf16" for t in (*c.in_ids, *c.out_ids))
 
 
+def _scalar_arithmetic(node: torch._C.Node) -> bool:
+    """A node computing a 0-dim tensor (a scale from sizes, which a mapping takes in as
+    its value at the profiled sizes)."""
+    return any(isinstance(t := v.type(), torch._C.TensorType) and t.dim() == 0
+               for v in node.outputs())
+
+
 def _lone_op(c: Candidate) -> bool:
-    """One node computes, and the partition takes in no arithmetic of its arguments (a
-    scale computed from sizes, which ATen would compute on every call: DeBERTa's
-    `k / sqrt(tensor(k.size(-1)) * 3)`, 24 divisions per call, ran as fast either way)."""
+    """One node computes, and the partition takes in no scale computed from sizes, which
+    ATen would compute on every call (DeBERTa's `k / sqrt(tensor(k.size(-1)) * 3)`, 24
+    divisions per call: as fast either way)."""
     entries = [LOWERINGS[op.node.kind()] for op in c.ops if op.node is not None]
     return (len({op.node for op in c.ops}) == 1 and not entries[0].worth_alone
-            and sum(n.kind().startswith("aten::") for n in c.nodes) == 1)
+            and not any(map(_scalar_arithmetic, c.nodes)))
 
 
 # (predicate, reason) in the order they are tried; "{isa}" in a reason is this CPU's ISA.
