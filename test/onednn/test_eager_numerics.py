@@ -186,6 +186,19 @@ def test_layer_norm_plus_a_bias_keeps_the_sum_at_a_batch_of_one() -> None:
         assert_matches(run(module, [x]), eager(model, [x]), "fp32")
 
 
+def test_layer_norm_plus_a_lower_rank_tensor_of_its_elements_keeps_the_sum() -> None:
+    # Differential fuzzer, seed 2703 (fp32:302): profiled at a batch of 1, a (16,) operand
+    # on a (1, 16) result is the sum's shape with numpy's alignment, and the sum was
+    # dropped as above (the layer_norm alone came out).
+    model = Program(lambda self, x: (lambda y: y.squeeze(0) + self.norm(y))(self.fc(x)))
+    model.fc = nn.Linear(32, 16)
+    model.norm = nn.LayerNorm(16, elementwise_affine=False)
+    module, _, _ = fuse(model, [torch.randn(1, 32)])
+    for shape in [(1, 32), (3, 32)]:
+        x = torch.randn(shape)
+        assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_softplus_of_large_negatives_stays_positive(dtype: str) -> None:
     # Found by the fuzzer (bf16 bmm -> softplus(beta=2) -> x / x): oneDNN's SoftPlus

@@ -95,18 +95,20 @@ def layer_norm_sum(ops: list[BackendOp], backend: BackendGraph) -> SizeVerdict:
     (`layer_norm(a) + b` came out as `layer_norm(a)`, 1.7 to 4.3 off). Broadcast
     operands, other binary ops and other anchors were right, but a broadcast operand has
     the sum's shape where the dims it is broadcast over are 1 (a (5,) bias on a (1, 5)
-    result, found by the fuzzer): the group is pinned to the profiled sizes."""
+    result, found by the fuzzer): such an operand, lower ranks aligned as numpy does, is
+    refused at the profiled sizes, and otherwise pins the group to them."""
     norms = {t for op in ops if op.kind == "LayerNorm" for t in op.outputs}
     produced = {t for op in ops for t in op.outputs}
     verdict = SizeVerdict.SAFE
     for op in ops:
         if op.kind != "Add" or not norms & set(op.inputs):
             continue
-        result = backend.tensors[op.outputs[0]].sizes
+        result = backend.tensors[op.outputs[0]].sizes or []
         for t in op.inputs:
             if t in produced:
                 continue
-            if backend.tensors[t].sizes == result:
+            sizes = backend.tensors[t].sizes or []
+            if [1] * (len(result) - len(sizes)) + sizes == result:
                 return SizeVerdict.REFUSE
             verdict = SizeVerdict.PIN
     return verdict
