@@ -72,7 +72,6 @@ imported = "torch_graphfuse" in sys.modules
 m = torch.compile(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU()), backend="graphfuse")
 with torch.no_grad():
     m(torch.randn(2, 8))
-import torch_graphfuse
 from torch_graphfuse import dynamo_backend
 print(imported, dynamo_backend.stats()["frozen"])
 """
