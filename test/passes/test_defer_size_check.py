@@ -13,10 +13,17 @@ from torch_graphfuse.passes import defer_size_check
 from torch_graphfuse.testing import runner
 
 
-def _size_reads(source: str) -> list[tuple[str, object]]:
+def _size_reads(source: str, weight_rows: int | None = None) -> list[tuple[str, object]]:
     """(the read tensor's name, or its op where it is no input; the dim) of each size the
-    graph returns, or ("value", the constant or the value's name) where it is no read."""
+    graph returns, or ("value", the constant or the value's name) where it is no read.
+    With `weight_rows`, the graph's second input becomes a constant (rows, 32) weight, as
+    freezing makes it."""
     graph = torch._C.parse_ir(source)
+    if weight_rows is not None:
+        with graph.insert_point_guard(next(graph.nodes())):
+            weight = graph.insertConstant(torch.zeros(weight_rows, 32))
+        list(graph.inputs())[1].replaceAllUsesWith(weight)
+        graph.eraseInput(1)
     defer_size_check.run(graph)
     reads = []
     for value in graph.return_node().inputs():
@@ -119,31 +126,14 @@ def _heads(dim: int) -> str:
           return (%r)"""
 
 
-def _with_weight(source: str, rows: int) -> list[tuple[str, object]]:
-    """The weight made a constant of `rows` rows, as freezing makes it."""
-    graph = torch._C.parse_ir(source)
-    with graph.insert_point_guard(next(graph.nodes())):
-        weight = graph.insertConstant(torch.zeros(rows, 32))
-    list(graph.inputs())[1].replaceAllUsesWith(weight)
-    graph.eraseInput(1)
-    defer_size_check.run(graph)
-    value = graph.return_node().inputsAt(0)
-    node = value.node()
-    if node.kind() == "aten::size":
-        read = node.inputsAt(0)
-        name = read.debugName() if read.node().kind() == "prim::Param" else read.node().kind()
-        return [(name, node.inputsAt(1).toIValue())]
-    return [("value", value.toIValue() if node.kind() == "prim::Constant" else node.kind())]
-
-
 def test_heads_split_off_a_linear_have_the_weight_rows_over_the_head_count() -> None:
-    assert _with_weight(_heads(-1), 64) == [("value", 16)]
-    assert _with_weight(_heads(1), 64) == [("x", 1)]  # a linear keeps its input's sizes
+    assert _size_reads(_heads(-1), 64) == [("value", 16)]
+    assert _size_reads(_heads(1), 64) == [("x", 1)]  # a linear keeps its input's sizes
 
 
 def test_an_inferred_dim_that_does_not_divide_stays_read_from_the_view() -> None:
     # 66 rows over 4 heads: eager's view raises, and the read stays after it.
-    assert _with_weight(_heads(-1), 66) == [("aten::view", -1)]
+    assert _size_reads(_heads(-1), 66) == [("aten::view", -1)]
 
 
 def test_size_of_a_dim_out_of_range_stays_where_eager_raises() -> None:

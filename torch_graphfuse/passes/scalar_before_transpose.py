@@ -34,11 +34,6 @@ def _zero_dim(value: torch._C.Value) -> bool:
         isinstance(t, torch._C.TensorType) and t.dim() == 0)
 
 
-def _dense_type(x: torch._C.TensorType, out: torch._C.TensorType) -> torch._C.TensorType:
-    """out's dtype at x's sizes and strides (an elementwise result of a dense x)."""
-    return x.with_dtype(out.dtype())
-
-
 def _dense(t: torch._C.TensorType) -> bool:
     sizes, strides = t.sizes(), t.strides()
     if sizes is None or strides is None or None in sizes or None in strides:
@@ -65,7 +60,8 @@ def _rewrite(graph: torch._C.Graph, node: torch._C.Node) -> bool:
     with graph.insert_point_guard(node):
         scaled = graph.insertNode(graph.create(
             node.kind(), [view.inputsAt(0), *list(node.inputs())[1:]], 1))
-        scaled.output().setType(_dense_type(x, out))
+        # An elementwise result of a dense x: x's sizes and strides.
+        scaled.output().setType(x.with_dtype(out.dtype()))
         moved = graph.insertNode(graph.create(
             view.kind(), [scaled.output(), *list(view.inputs())[1:]], 1))
         moved.output().setType(out)

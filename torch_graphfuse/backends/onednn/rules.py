@@ -89,7 +89,9 @@ def _computed_arguments(nodes: list[torch._C.Node], in_ids: list[int],
 
 
 def _may_alias_its_input(node: torch._C.Node) -> bool:
-    """A view, or a cast eager may return its input from (to the input's own dtype)."""
+    """A view, or a cast eager may return its input from (to the input's own dtype, or to
+    a dtype not profiled). alias_casts.same_dtype_cast answers whether a cast surely
+    returns its input; an aliasing check needs whether it may."""
     if node.kind() in VIEW_KINDS:
         return True
     if node.kind() not in ("aten::to", "aten::type_as"):
