@@ -26,6 +26,9 @@ namespace graphfuse {
     "microseconds spent in each compiled partition's first execution, where oneDNN "        \
     "reorders (and caches) the constant weights")                                           \
   X(evictions, count, "compiled specs dropped to stay within the memory budget")            \
+  X(uncached_constant_compiles, count,                                                      \
+    "int8 partitions with no constant input, compiled with oneDNN's constant cache off: "   \
+    "it keys their scales and zero points by a hash that collides between partitions")     \
   X(cached_weight_bytes, level, "constant weights bound by the cached compiled specs")      \
   X(aged_out_buffers, count, "idle pooled buffers freed for not being reused")              \
   X(nonfinite_fallbacks, count, "unfused runs because an input assumed finite was not")     \

@@ -3,12 +3,14 @@
 // partitioned in one call, and each group compiled per input spec.
 #include "graph.h"
 
+#include "../kernel_stats.h"
 #include "verbose.h"
 
 #include <algorithm>
 #include <map>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 
 namespace graphfuse {
 namespace {
@@ -81,7 +83,41 @@ size_t add_missing_producers(dg::graph& graph, const GraphDesc& desc,
   return next_id;
 }
 
+// Held shared by executions, alone while the constant cache is switched.
+std::shared_mutex g_constant_cache_mu;
+
+// oneDNN 3.12 keys a partition's entry in the constant cache by a hash of its
+// id and of its constant buffers' descriptors, mixed with the addresses of its
+// constant inputs. Without constant inputs, the hash alone tells partitions
+// apart, and it collides for partitions whose ids differ by 1 and whose
+// buffers have the same descriptors: the int8 scales and zero points oneDNN
+// makes from Quantize and Dequantize attributes. The second partition then
+// runs with the first one's zero points (1 of 5000 one-group uint8 models,
+// each with other zero points, came out wrong). Such a partition is compiled
+// with the cache off, so it keeps no buffer across executions and recomputes
+// its few scalars on each. oneDNN reads the switch when it compiles and again
+// when it executes, where a partition compiled with the cache on skips
+// computing its constant buffers if it is off: hence the lock. Each switch
+// flushes the cache, so the weights are reordered again at their next
+// execution (35 ms per BERT-base call): partitions with no Quantize or
+// Dequantize keep no constant buffer without constant inputs, and compile
+// with the cache as it is.
+class ConstantCacheOff {
+ public:
+  ConstantCacheOff() : lock_(g_constant_cache_mu) { dg::set_constant_tensor_cache(0); }
+  ~ConstantCacheOff() { dg::set_constant_tensor_cache(1); }
+  ConstantCacheOff(const ConstantCacheOff&) = delete;
+  ConstantCacheOff& operator=(const ConstantCacheOff&) = delete;
+
+ private:
+  std::unique_lock<std::shared_mutex> lock_;
+};
+
 }  // namespace
+
+std::shared_lock<std::shared_mutex> constant_cache_in_use() {
+  return std::shared_lock<std::shared_mutex>(g_constant_cache_mu);
+}
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine = [] {
@@ -89,8 +125,7 @@ dnnl::engine& cpu_engine() {
     // their reordered copies across executions.
     dg::set_constant_tensor_cache(1);
     // Each kernel caches its own compiled partitions within a budget; oneDNN's
-    // cache of them would keep every evicted one alive, with its reordered
-    // weights (oneDNN frees those with the compiled partition).
+    // cache of them would keep every evicted one alive.
     dg::set_compiled_partition_cache_capacity(0);
     return dnnl::engine(dnnl::engine::kind::cpu, 0);
   }();
@@ -293,9 +328,19 @@ std::optional<Compiled> compile_partition(const GraphDesc& desc,
   for (auto id : desc.outputs) out_lts.push_back(lts.at(id));
   Compiled c;
   std::vector<onednn::Created> created;
+  bool constant_inputs = std::any_of(in_lts.begin(), in_lts.end(), [](const LogicalTensor& lt) {
+    return lt.get_property_type() == LogicalTensor::property_type::constant;
+  });
+  bool quantizes = std::any_of(desc.ops.begin(), desc.ops.end(), [](const OpDesc& op) {
+    return op.kind == dg::op::kind::Quantize || op.kind == dg::op::kind::Dequantize;
+  });
   try {
+    auto& engine = cpu_engine();
+    std::optional<ConstantCacheOff> off;
+    if (quantizes && !constant_inputs) off.emplace();
     created = onednn::primitives_created(
-        [&] { c.partition = chosen->compile(in_lts, out_lts, cpu_engine()); });
+        [&] { c.partition = chosen->compile(in_lts, out_lts, engine); });
+    if (off) ++counters().uncached_constant_compiles;
   } catch (const dnnl::error& e) {
     why = std::string("oneDNN compile failed: ") + e.what();
     return std::nullopt;

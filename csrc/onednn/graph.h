@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <variant>
@@ -114,6 +115,11 @@ std::optional<Compiled> compile_partition(const GraphDesc& desc,
                                           std::string& why);
 
 dnnl::engine& cpu_engine();
+
+// oneDNN's cache of constant buffers (reordered weights, int8 scales and zero
+// points), shared by every partition of the process: executions hold it
+// shared, so it is never switched off under a running partition.
+std::shared_lock<std::shared_mutex> constant_cache_in_use();
 
 // Maps between the description's names and oneDNN enums.
 std::optional<dg::op::kind> op_kind_from_name(const std::string& name);

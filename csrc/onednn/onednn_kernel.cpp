@@ -486,14 +486,17 @@ class Kernel : public GroupBase {
       for (size_t i = 0; i < inputs.size(); ++i)
         if (inputs[i].defined()) entry.inputs[i].set_data_handle(inputs[i].data_ptr());
       for (size_t i = 0; i < outputs.size(); ++i) entry.outputs[i].set_data_handle(outputs[i].data_ptr());
-      if (entry.executed) {
-        c.partition.execute(stream, entry.inputs, entry.outputs);
-      } else {
-        // The first execution also reorders the constant weights, which oneDNN caches.
-        RECORD_FUNCTION("graphfuse::first_run", c10::ArrayRef<const c10::IValue>{});
-        c.partition.execute(stream, entry.inputs, entry.outputs);
+      {
+        auto cache = constant_cache_in_use();
+        if (entry.executed) {
+          c.partition.execute(stream, entry.inputs, entry.outputs);
+        } else {
+          // The first execution also reorders the constant weights, which oneDNN caches.
+          RECORD_FUNCTION("graphfuse::first_run", c10::ArrayRef<const c10::IValue>{});
+          c.partition.execute(stream, entry.inputs, entry.outputs);
+        }
+        stream.wait();
       }
-      stream.wait();
       if (!entry.executed) {
         entry.executed = true;
         auto us = us_since(start);
