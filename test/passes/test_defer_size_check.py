@@ -136,6 +136,40 @@ def test_an_inferred_dim_that_does_not_divide_stays_read_from_the_view() -> None
     assert _size_reads(_heads(-1), 66) == [("aten::view", -1)]
 
 
+def test_size_after_a_squeeze_stays_read_where_the_rank_may_change() -> None:
+    # squeeze(0) drops the dim only where it is 1: at batch 4, dim 0 of the linear's result is
+    # the batch, not the weight's rows.
+    assert _size_reads("""
+        graph(%x : Float(1, 32), %w : Float(1, 32)):
+          %none : NoneType = prim::Constant()
+          %zero : int = prim::Constant[value=0]()
+          %one : int = prim::Constant[value=1]()
+          %s : Float(32) = aten::squeeze(%x, %zero)
+          %y : Float(1) = aten::linear(%s, %w, %none)
+          %t : Float(32, 1) = aten::unsqueeze(%s, %one)
+          %u : Float(1, 32) = aten::transpose(%t, %zero, %one)
+          %a : int = aten::size(%y, %zero)
+          %b : int = aten::size(%u, %zero)
+          return (%a, %b)""", 1) == [("aten::linear", 0), ("aten::transpose", 0)]
+
+
+class SqueezeLinear(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x.squeeze(0))
+        return y.view(y.shape[0])
+
+
+def test_a_linear_after_a_squeeze_runs_at_a_batch_the_squeeze_keeps() -> None:
+    model = SqueezeLinear()
+    module, _, _ = fuse(model, [torch.randn(1, 3)])
+    x = torch.randn(4, 3)
+    assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+
+
 def test_size_of_a_dim_out_of_range_stays_where_eager_raises() -> None:
     assert _size_reads("""
         graph(%x : Float(2, 3)):

@@ -85,22 +85,25 @@ def _read_of(value: torch._C.Value) -> tuple[int, int] | None:
     return None if dim is None else (node.inputsAt(0).unique(), dim[0])
 
 
-def _inferred(graph: torch._C.Graph, view: torch._C.Node,
-              items: list[torch._C.Value], d: int) -> torch._C.Value | None:
+def _inferred(graph: torch._C.Graph, view: torch._C.Node, items: list[torch._C.Value],
+              d: int, varying: set[int]) -> torch._C.Value | None:
     """The size view infers for item d (-1), where it is a constant or one of the input's
     sizes: the input's element count over the product of the other items, the sizes read
     on both sides cancelling (a view splitting a last dim of constant size into heads
-    infers a constant). New nodes go at the graph's insert point."""
+    infers a constant). The count reads the input's sizes at its profiled rank, so not
+    where that may vary. New nodes go at the graph's insert point."""
     rank = _rank(view.inputsAt(0))
     others = items[:d] + items[d + 1:]
-    if rank is None or _constant_ints(items[d]) != [-1] or not all(map(_known_size, others)):
+    if (rank is None or view.inputsAt(0).unique() in varying
+            or _constant_ints(items[d]) != [-1] or not all(map(_known_size, others))):
         return None
     count: list[torch._C.Value] = []
     for i in range(rank):
         read = graph.insertNode(graph.create("aten::size", [view.inputsAt(0),
                                                             graph.insertConstant(i)], 1))
         read.output().setType(torch._C.IntType.get())
-        count.append(_defer(graph, read.output()))
+        moved = _moved(graph, read, varying)
+        count.append(read.output() if moved is None else moved)
     count_constant, count_reads = _split(count)
     known_constant, known_reads = _split(others)
     for factor in list(known_reads):
@@ -130,12 +133,31 @@ def _split(factors: list[torch._C.Value]) -> tuple[int, list[torch._C.Value]]:
     return constant, others
 
 
-def _through_view(graph: torch._C.Graph, value: torch._C.Value, dim: int
+def _varying_ranks(graph: torch._C.Graph) -> set[int]:
+    """The values whose rank may change from call to call: a squeeze drops a dim only
+    where its size is 1, and the ops after it keep the ranks they are given, unless a
+    shape list or a permutation fixes theirs."""
+    varying: set[int] = set()
+    for node in all_nodes(graph.block()):
+        if node.kind() != "aten::squeeze" and not any(
+                v.unique() in varying for v in node.inputs()):
+            continue
+        if node.kind() == "aten::permute" or (node.kind() in _RESHAPES and node.inputsAt(
+                1).node().kind() in ("prim::ListConstruct", "prim::Constant")):
+            continue
+        varying.update(o.unique() for o in node.outputs())
+    return varying
+
+
+def _through_view(graph: torch._C.Graph, value: torch._C.Value, dim: int, varying: set[int]
                   ) -> tuple[torch._C.Value, int] | torch._C.Value | None:
     """Where size `dim` of a view's (or a linear's) result is read instead: (its input, that
-    input's dim), the int value the view's shape gives it, or None."""
+    input's dim), the int value the view's shape gives it, or None. A linear or a transpose
+    maps dims by its input's rank, so not where that may vary (`varying`)."""
     node = value.node()
     kind = node.kind()
+    if kind in ("aten::linear", "aten::transpose") and node.inputsAt(0).unique() in varying:
+        return None
     if kind in _RESHAPES:
         shape = node.inputsAt(1)
         if shape.node().kind() != "prim::ListConstruct":
@@ -144,7 +166,7 @@ def _through_view(graph: torch._C.Graph, value: torch._C.Value, dim: int
         d = _normalized(dim, len(items))
         if d is None:
             return None
-        return items[d] if _known_size(items[d]) else _inferred(graph, node, items, d)
+        return items[d] if _known_size(items[d]) else _inferred(graph, node, items, d, varying)
     if kind == "aten::permute":
         order = _constant_ints(node.inputsAt(1))
         d = None if order is None else _normalized(dim, len(order))
@@ -175,7 +197,8 @@ def _through_view(graph: torch._C.Graph, value: torch._C.Value, dim: int
     return None
 
 
-def _moved(graph: torch._C.Graph, node: torch._C.Node) -> torch._C.Value | None:
+def _moved(graph: torch._C.Graph, node: torch._C.Node, varying: set[int]
+           ) -> torch._C.Value | None:
     """The value a `size(x, dim)` node's result is read from instead, if another; new nodes
     go before `node`."""
     dim = _constant_ints(node.inputsAt(1))
@@ -187,7 +210,7 @@ def _moved(graph: torch._C.Graph, node: torch._C.Node) -> torch._C.Value | None:
         source = size_source(tensor)
         moved |= source is not tensor
         with graph.insert_point_guard(node):
-            found = _through_view(graph, source, d)
+            found = _through_view(graph, source, d, varying)
         if found is None:
             tensor = source
             break
@@ -203,16 +226,11 @@ def _moved(graph: torch._C.Graph, node: torch._C.Node) -> torch._C.Value | None:
     return read.output()
 
 
-def _defer(graph: torch._C.Graph, read: torch._C.Value) -> torch._C.Value:
-    """The size `read` (an aten::size result) is read from instead, or `read` itself."""
-    value = _moved(graph, read.node())
-    return read if value is None else value
-
-
 def run(graph: torch._C.Graph) -> None:
+    varying = _varying_ranks(graph)
     for node in all_nodes(graph.block()):
         if node.kind() == "aten::size" and node.inputsSize() == 2:
-            value = _moved(graph, node)
+            value = _moved(graph, node, varying)
             if value is not None:
                 node.output().replaceAllUsesWith(value)
     # The replaced reads, and those an inferred size made and did not use.
