@@ -290,3 +290,39 @@ def test_finiteness_facts_say_which_inputs_are_assumed() -> None:
     assert facts[a.output().unique()] == frozenset({0, 1})
     assert b.output().unique() not in facts  # log can make NaN
     assert facts[m.output().unique()] == frozenset()  # int64: no NaN
+
+
+def test_rms_norm_sin_and_cos_keep_finiteness() -> None:
+    def rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+        # Llama's rotary embedding on an RMS-normalized input.
+        q = torch.rms_norm(x, [16], None, 1e-6)
+        rotated = torch.cat((-q[..., 8:], q[..., :8]), dim=-1)
+        return q * angles.cos() + rotated * angles.sin()
+
+    graph = torch.jit.script(rotary).graph
+    for v in graph.inputs():
+        v.setType(torch._C.TensorType.create_from_tensor(torch.zeros(2, 16)))
+    facts = finiteness.analyze(graph)
+    kinds = {"aten::rms_norm", "aten::sin", "aten::cos", "aten::neg"}
+    nodes = [n for n in graph.nodes() if n.kind() in kinds]
+    assert {n.kind() for n in nodes} == kinds
+    assert all(n.output().unique() in facts for n in nodes)
+
+
+def test_neg_of_a_proven_input_maps_to_a_product_with_minus_one() -> None:
+    x = torch.randn(3, 8)
+    x[0, :4] = 0.0  # relu's +0 becomes eager's -0.0
+    graph = check(Fn(lambda y: -torch.relu(y) * 2.0), [x], left=None)
+    assert "aten::neg" in runner.fused_kinds(graph)
+    assert torch.equal(torch.signbit(run(fuse(Fn(lambda y: -torch.relu(y)), [x])[0], [x])),
+                       torch.signbit(-torch.relu(x)))
+
+
+def test_neg_of_a_nan_runs_unfused_so_the_nan_sign_is_eagers() -> None:
+    model = Fn(lambda y: -torch.tanh(y) * 2.0)
+    x = torch.randn(3, 8)
+    bad = x.clone()
+    bad[1, 2] = float("nan")
+    check_nonfinite_call(model, [x], [bad])
+    module = fuse(model, [x])[0]
+    assert torch.equal(torch.signbit(run(module, [bad])), torch.signbit(model(bad)))

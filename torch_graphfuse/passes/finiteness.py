@@ -97,7 +97,7 @@ FINITE_PRESERVING: dict[str, Callable[[torch._C.Node], bool]] = {
         "aten::hardtanh", "aten::relu6", "aten::clamp", "aten::clamp_min", "aten::clamp_max",
         "aten::softplus", "aten::mish", "aten::erf", "aten::round", "aten::floor",
         "aten::ceil", "aten::softmax", "aten::_softmax", "aten::log_softmax",
-        "aten::_log_softmax",
+        "aten::_log_softmax", "aten::sin", "aten::cos",
         # weighted means of the values' rows (0 where the mask hides a whole row)
         "aten::scaled_dot_product_attention",
         # pooling
@@ -122,6 +122,9 @@ FINITE_PRESERVING: dict[str, Callable[[torch._C.Node], bool]] = {
     "aten::div": _nonzero_divisor,
     "aten::pow": _small_int_exponent,
     "aten::layer_norm": _positive_constant(4),
+    # x * rsqrt(mean(x * x) + eps): the rsqrt is at most 1 / sqrt(eps), and 0 where the
+    # mean overflows to inf.
+    "aten::rms_norm": _positive_constant(3),
     "aten::group_norm": _positive_constant(4),
     "aten::batch_norm": _constant_nonnegative_variance,
 }

@@ -177,6 +177,21 @@ def silu(lo: Lowering) -> None:
     lo.emit("Multiply", [x, gate], [out], auto_broadcast="numpy")
 
 
+# oneDNN has no negation. x * -1 gives -x for every number, +-0 and +-inf included, but a
+# NaN operand comes out of x86's multiply with its own sign bit, which neg flips.
+NEG_KEEPS_NAN_SIGN = "x * -1 keeps the sign bit of a NaN, which neg flips"
+
+
+@lowering("aten::neg", finite_only=NEG_KEEPS_NAN_SIGN)
+def neg(lo: Lowering) -> None:
+    x, out = lo.input(0), lo.output()
+    dtype = lo.graph.tensors[x].dtype
+    if dtype != lo.graph.tensors[out].dtype:
+        raise Unsupported("output dtype differs from input dtype")
+    minus_one = torch.tensor([-1.0], dtype=torch.bfloat16 if dtype == "bf16" else torch.float32)
+    lo.emit("Multiply", [x, lo.constant(minus_one)], [out], auto_broadcast="numpy")
+
+
 @lowering("aten::relu")
 def relu(lo: Lowering) -> None:
     x, out = lo.input(0), lo.output()

@@ -49,8 +49,8 @@ def _kind(name: str, render: str | Callable[[Op, list[str], str], str],
 
 
 for _n in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "square", "round",
-           "reciprocal", "erf"):
-    _kind(_n, f"torch.{_n}({{0}})", exact=_n in ("relu", "abs", "round"))
+           "reciprocal", "erf", "neg", "sin", "cos"):
+    _kind(_n, f"torch.{_n}({{0}})", exact=_n in ("relu", "abs", "round", "neg"))
 for _n in ("hardswish", "mish", "hardsigmoid", "silu", "relu6"):
     _kind(_n, f"F.{_n}({{0}})", exact=_n == "relu6")
 _kind("hardtanh", "F.hardtanh({0}, {lo}, {hi})", exact=True)

@@ -27,6 +27,7 @@ _UNARY: list[tuple[str, Callable[[Chooser], dict[str, Any]]]] = [
     ("square", lambda c: {}), ("round", lambda c: {}), ("reciprocal", lambda c: {}),
     ("hardswish", lambda c: {}), ("mish", lambda c: {}), ("relu6", lambda c: {}),
     ("hardsigmoid", lambda c: {}), ("silu", lambda c: {}), ("bucket", lambda c: {}),
+    ("neg", lambda c: {}), ("sin", lambda c: {}), ("cos", lambda c: {}),
     ("hardtanh", lambda c: dict(zip(("lo", "hi"), choice(
         c, [(-1.0, 1.0), (0.0, 6.0), (-0.5, 2.0), (-2.0, 0.5)]), strict=True))),
     ("clamp", lambda c: dict(zip(("lo", "hi"), choice(
