@@ -67,3 +67,17 @@ def test_keys_scaled_as_they_are_transposed_are_scaled_in_a_group() -> None:
         fused, reference = run(module, [other]), eager(model, [other])
         assert_matches(fused, reference, "fp32")
         assert fused.stride() == reference.stride()
+
+
+class ScaledBySqueezed(nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x.transpose(1, 2) * y.squeeze() + 1)
+
+
+def test_a_scale_a_squeeze_makes_stays_after_the_transpose() -> None:
+    # y.squeeze() is 0-dim for y of shape (1,), and broadcasts over the transpose's last
+    # dim for y of shape (3,).
+    model, x = ScaledBySqueezed(), torch.randn(2, 3, 3)
+    module, _, _ = fuse(model, [x, torch.randn(1)])
+    y = torch.randn(3)
+    assert_matches(run(module, [x, y]), eager(model, [x, y]), "fp32")

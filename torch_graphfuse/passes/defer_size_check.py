@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 
 from ..aten_ops import BINARY_ARITHMETIC, UNARY_ELEMENTWISE
-from .graph_utils import all_nodes, constant_number
+from .graph_utils import all_nodes, constant_number, ranks_that_may_vary
 
 # Ops whose output has exactly the sizes of their first input, whatever they are.
 SHAPE_PRESERVING = UNARY_ELEMENTWISE | {
@@ -133,22 +133,6 @@ def _split(factors: list[torch._C.Value]) -> tuple[int, list[torch._C.Value]]:
     return constant, others
 
 
-def _varying_ranks(graph: torch._C.Graph) -> set[int]:
-    """The values whose rank may change from call to call: a squeeze drops a dim only
-    where its size is 1, and the ops after it keep the ranks they are given, unless a
-    shape list or a permutation fixes theirs."""
-    varying: set[int] = set()
-    for node in all_nodes(graph.block()):
-        if node.kind() != "aten::squeeze" and not any(
-                v.unique() in varying for v in node.inputs()):
-            continue
-        if node.kind() == "aten::permute" or (node.kind() in _RESHAPES and node.inputsAt(
-                1).node().kind() in ("prim::ListConstruct", "prim::Constant")):
-            continue
-        varying.update(o.unique() for o in node.outputs())
-    return varying
-
-
 def _through_view(graph: torch._C.Graph, value: torch._C.Value, dim: int, varying: set[int]
                   ) -> tuple[torch._C.Value, int] | torch._C.Value | None:
     """Where size `dim` of a view's (or a linear's) result is read instead: (its input, that
@@ -227,7 +211,7 @@ def _moved(graph: torch._C.Graph, node: torch._C.Node, varying: set[int]
 
 
 def run(graph: torch._C.Graph) -> None:
-    varying = _varying_ranks(graph)
+    varying = ranks_that_may_vary(graph)
     for node in all_nodes(graph.block()):
         if node.kind() == "aten::size" and node.inputsSize() == 2:
             value = _moved(graph, node, varying)

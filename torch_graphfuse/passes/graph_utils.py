@@ -42,6 +42,24 @@ def all_nodes(block: torch._C.Block) -> list[torch._C.Node]:
     return nodes
 
 
+def ranks_that_may_vary(graph: torch._C.Graph) -> set[int]:
+    """The values (by unique id) whose rank may change from call to call, where the
+    profiled one need not hold: a squeeze drops a dim only where its size is 1, and the
+    ops after it keep the ranks they are given, unless a shape list or a permutation
+    fixes theirs."""
+    varying: set[int] = set()
+    for node in all_nodes(graph.block()):
+        if node.kind() != "aten::squeeze" and not any(
+                v.unique() in varying for v in node.inputs()):
+            continue
+        if node.kind() == "aten::permute" or (
+                node.kind() in ("aten::view", "aten::reshape")
+                and node.inputsAt(1).node().kind() in ("prim::ListConstruct", "prim::Constant")):
+            continue
+        varying.update(o.unique() for o in node.outputs())
+    return varying
+
+
 def constant_number(value: torch._C.Value) -> numbers.Number | None:
     """The constant number a value holds (a Python number, or a 0-dim tensor
     as tracing records the scalar of an in-place op), else None."""

@@ -21,17 +21,19 @@ import torch
 
 from .. import log
 from ..aten_ops import BINARY_ARITHMETIC
-from .graph_utils import all_nodes
+from .graph_utils import all_nodes, ranks_that_may_vary
 
 NAME = log.module_name(__file__)
 
 _TRANSPOSES = frozenset({"aten::transpose", "aten::permute"})
 
 
-def _zero_dim(value: torch._C.Value) -> bool:
+def _zero_dim(value: torch._C.Value, varying: set[int]) -> bool:
+    """A number, or a tensor 0-dim at every call (one after a squeeze may be 1-dim at
+    another, and then broadcasts over x's last dim, not the transpose's)."""
     t = value.type()
     return isinstance(t, (torch._C.IntType, torch._C.FloatType)) or (
-        isinstance(t, torch._C.TensorType) and t.dim() == 0)
+        isinstance(t, torch._C.TensorType) and t.dim() == 0 and value.unique() not in varying)
 
 
 def _dense(t: torch._C.TensorType) -> bool:
@@ -46,9 +48,9 @@ def _dense(t: torch._C.TensorType) -> bool:
     return True
 
 
-def _rewrite(graph: torch._C.Graph, node: torch._C.Node) -> bool:
+def _rewrite(graph: torch._C.Graph, node: torch._C.Node, varying: set[int]) -> bool:
     view = node.inputsAt(0).node()
-    if view.kind() not in _TRANSPOSES or not _zero_dim(node.inputsAt(1)):
+    if view.kind() not in _TRANSPOSES or not _zero_dim(node.inputsAt(1), varying):
         return False
     if node.kind() == "aten::div" and node.inputsSize() > 2 \
             and not node.inputsAt(2).node().mustBeNone():
@@ -71,7 +73,8 @@ def _rewrite(graph: torch._C.Graph, node: torch._C.Node) -> bool:
 
 
 def run(graph: torch._C.Graph) -> None:
-    moved = sum(_rewrite(graph, node) for node in all_nodes(graph.block())
+    varying = ranks_that_may_vary(graph)
+    moved = sum(_rewrite(graph, node, varying) for node in all_nodes(graph.block())
                 if node.kind() in BINARY_ARITHMETIC)
     if moved:
         torch._C._jit_pass_dce(graph)
