@@ -259,3 +259,19 @@ def test_heads_split_with_an_inferred_dim_and_copied_join_the_projection() -> No
         runner.unfused_kinds(graph)), graph
     for other in (torch.randn(1, 5, 32), torch.randn(3, 1, 32), torch.randn(2, 8, 32)):
         assert_matches(run(module, [other]), eager(model, [other]), "fp32")
+
+
+def test_size_after_an_if_stays_read_where_the_branches_give_other_ranks() -> None:
+    assert _size_reads("""
+        graph(%x : Float(1, 32), %w : Float(1, 32), %c : bool):
+          %none : NoneType = prim::Constant()
+          %zero : int = prim::Constant[value=0]()
+          %s : Tensor = prim::If(%c)
+            block0():
+              %q : Float(32) = aten::squeeze(%x, %zero)
+              -> (%q)
+            block1():
+              -> (%x)
+          %y : Float(1) = aten::linear(%s, %w, %none)
+          %a : int = aten::size(%y, %zero)
+          return (%a)""", 1) == [("aten::linear", 0)]

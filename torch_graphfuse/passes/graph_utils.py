@@ -44,12 +44,13 @@ def all_nodes(block: torch._C.Block) -> list[torch._C.Node]:
 
 def ranks_that_may_vary(graph: torch._C.Graph) -> set[int]:
     """The values (by unique id) whose rank may change from call to call, where the
-    profiled one need not hold: a squeeze drops a dim only where its size is 1, and the
-    ops after it keep the ranks they are given, unless a shape list or a permutation
-    fixes theirs."""
+    profiled one need not hold: a squeeze drops a dim only where its size is 1, the
+    branches of an if (and a loop's iterations) may give other ranks, and the ops after
+    them keep the ranks they are given, unless a shape list or a permutation fixes
+    theirs."""
     varying: set[int] = set()
     for node in all_nodes(graph.block()):
-        if node.kind() != "aten::squeeze" and not any(
+        if node.kind() != "aten::squeeze" and not list(node.blocks()) and not any(
                 v.unique() in varying for v in node.inputs()):
             continue
         if node.kind() == "aten::permute" or (
