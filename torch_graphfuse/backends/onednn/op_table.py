@@ -185,10 +185,9 @@ NEG_KEEPS_NAN_SIGN = "x * -1 keeps the sign bit of a NaN, which neg flips"
 @lowering("aten::neg", finite_only=NEG_KEEPS_NAN_SIGN)
 def neg(lo: Lowering) -> None:
     x, out = lo.input(0), lo.output()
-    dtype = lo.graph.tensors[x].dtype
-    if dtype != lo.graph.tensors[out].dtype:
+    if lo.graph.tensors[x].dtype != lo.graph.tensors[out].dtype:
         raise Unsupported("output dtype differs from input dtype")
-    minus_one = torch.tensor([-1.0], dtype=torch.bfloat16 if dtype == "bf16" else torch.float32)
+    minus_one = torch.tensor([-1.0], dtype=lo.node.inputsAt(0).type().dtype())
     lo.emit("Multiply", [x, lo.constant(minus_one)], [out], auto_broadcast="numpy")
 
 
