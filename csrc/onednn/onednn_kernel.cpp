@@ -11,12 +11,14 @@
 #include <chrono>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "../buffer_pool.h"
 #include "../group.h"
 #include "../kernel_stats.h"
 #include "api.h"
+#include "denormals.h"
 #include "graph.h"
 #include "layout.h"
 
@@ -74,6 +76,8 @@ class Kernel : public GroupBase {
     if (node->hasAttribute(attr::any_layout))
       for (auto i : node->is(attr::any_layout)) any_layout_.at(i) = true;
     if (node->hasAttribute(attr::prepared)) prepared_ = take_prepared(node->i(attr::prepared));
+    flush_denormals_ = DenormalsFlushed::supported() && node->hasAttribute(attr::flush_denormals) &&
+                       node->i(attr::flush_denormals) != 0;
     for (auto id : desc_.inputs) {
       bool matmul = false, conv_src = false, others = false;
       for (const auto& op : desc_.ops)
@@ -488,6 +492,11 @@ class Kernel : public GroupBase {
       for (size_t i = 0; i < outputs.size(); ++i) entry.outputs[i].set_data_handle(outputs[i].data_ptr());
       {
         auto cache = constant_cache_in_use();
+        std::optional<DenormalsFlushed> flushed;
+        if (flush_denormals_) {
+          flushed.emplace();
+          ++counters().flushed_runs;
+        }
         if (entry.executed) {
           c.partition.execute(stream, entry.inputs, entry.outputs);
         } else {
@@ -518,6 +527,7 @@ class Kernel : public GroupBase {
   std::vector<bool> matmul_only_;  // per input: only MatMul ops read it (bound as it comes)
   std::vector<bool> conv_src_only_;  // per input: only as a Convolution's source
   size_t shape_inputs_ = 0;       // last inputs (before the finite flags): read for sizes only
+  bool flush_denormals_ = false;  // executions run with denormals flushed (denormals.h)
   std::optional<Prepared> prepared_;  // this group's partition, found in the pipeline
   std::optional<Prepared> generic_;   // its partition for any sizes (generic_partition)
   size_t ports_ = 0;  // the inputs before the shape inputs: the description's, or the head's
