@@ -122,6 +122,9 @@ _kind("filled_positions",
       " _t[0:1].fill_({fill}), (_s := _t.sum()), _t.mul_({k}))[-1].view({view}) + _s",
       aten=["size", "zeros", "slice", "arange", "to", "mul", "copy_", "fill_", "sum", "mul_",
             "view", "add"])
+# Swin's shifted-window mask: 0 where a constant is positive, -100 elsewhere, added to the
+# scores; its softmax gives denormal probabilities (exp(-100) = 3.7e-44).
+_kind("window_mask", "{0} + ({1} < 0).to({0}.dtype) * -100.0", aten=["lt", "to", "mul", "add"])
 # A scale computed from a size as a 0-dim tensor (DeBERTa's attention scale).
 _kind("size_scale", "{0} / torch.sqrt(torch.tensor({0}.size({dim}), dtype=torch.float) * {k})"
       ".to({0}.dtype)", aten=["size", "to", "mul", "sqrt", "div"])

@@ -133,7 +133,8 @@ def p_attention(g: Gen) -> int | None:
     s = g.emit(Op(choice(g.c, ["div", "mul"]), (s,), {"scalar": choice(g.c, [2.0, 0.5, 0.35])}))
     if s is not None and chance(g.c, 0.5):
         mask = g.const((1,) * (len(g.shape(s)) - 1) + (g.shape(s)[-1],))
-        s = None if mask is None else g.emit(Op("add", (s, mask)))
+        kind = choice(g.c, ["add", "window_mask"])
+        s = None if mask is None else g.emit(Op(kind, (s, mask)))
     p = None if s is None else g.emit(Op("softmax", (s,), {"dim": -1}))
     return None if p is None else g.emit(Op("matmul", (p, v)))
 
