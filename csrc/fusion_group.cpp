@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/isfinite.h>
+#include <ATen/ops/softmax.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "denormals.h"
 #include "kernel_stats.h"
 
 namespace graphfuse {
@@ -97,6 +99,23 @@ torch::jit::RegisterOperators register_ops({
           bool finite = std::all_of(tensors.begin(), tensors.end(),
                                     [](const at::Tensor& t) { return all_finite(t); });
           torch::jit::push(stack, finite);
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+    // Its readers take a denormal operand as zero, so flushing its results changes
+    // nothing they compute, and ATen's kernel then takes no assist per denormal.
+    torch::jit::Operator(
+        std::string(kSoftmaxFlushed) + "(Tensor self, int dim, ScalarType? dtype=None) -> Tensor",
+        [](Stack& stack) {
+          auto dtype = torch::jit::pop(stack).toOptional<c10::ScalarType>();
+          auto dim = torch::jit::pop(stack).toInt();
+          auto self = torch::jit::pop(stack).toTensor();
+          at::Tensor out;
+          {
+            DenormalsFlushed flushed;
+            out = at::softmax(self, dim, dtype);
+          }
+          if (DenormalsFlushed::supported()) ++counters().flushed_runs;
+          torch::jit::push(stack, std::move(out));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
     torch::jit::Operator(

@@ -30,6 +30,9 @@ inline constexpr const char* kOneDnnBackend = "onednn";
 inline constexpr const char* kConstantBackend = "constant";
 // The op that tells, before a group runs, whether tensors are all finite.
 inline constexpr const char* kAllFinite = "graphfuse::all_finite";
+// ATen's softmax with denormals flushed to zero, for probabilities that only groups
+// running flushed read (backends/onednn/flush_denormals.py).
+inline constexpr const char* kSoftmaxFlushed = "graphfuse::softmax_flushed";
 
 // X(symbol, attribute name, what it holds)
 #define GRAPHFUSE_GROUP_ATTRS(X)                                                             \

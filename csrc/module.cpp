@@ -181,9 +181,10 @@ PYBIND11_MODULE(_C, m) {
 #define GRAPHFUSE_GROUP_ATTR(symbol, name, doc) attributes[#symbol] = name;
     GRAPHFUSE_GROUP_ATTRS(GRAPHFUSE_GROUP_ATTR)
 #undef GRAPHFUSE_GROUP_ATTR
-    return py::make_tuple(kGroupKind, kAllFinite, kOneDnnBackend, kConstantBackend, attributes);
-  }, "the FusionGroup node's kind, the finite check's op, the built-in kernels' backends "
-     "(oneDNN, size constants) and {field: attribute name}");
+    return py::make_tuple(kGroupKind, kAllFinite, kSoftmaxFlushed, kOneDnnBackend,
+                          kConstantBackend, attributes);
+  }, "the FusionGroup node's kind, the finite check's op, the flushed softmax's op, the "
+     "built-in kernels' backends (oneDNN, size constants) and {field: attribute name}");
   m.def("_kernel_stat_docs", [] {
     py::dict d;
 #define GRAPHFUSE_STAT(name, kind, doc) d[#name] = doc;

@@ -12,7 +12,8 @@ computes just before the group. Outputs are new tensors, or with a `tail`, that
 graph's views of them (fusion/boundary_views). The `backend` attribute names the
 kernel: `ONEDNN` for the built-in oneDNN kernel, `CONSTANT` for the built-in kernel that
 returns values computed from the profiled sizes (backends/constant), any other runs
-through the executor its backend registered.
+through the executor its backend registered. `SOFTMAX_FLUSHED` is ATen's softmax run with
+denormals flushed to zero, for probabilities only flushed groups read.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 
 from . import _C
 
-KIND, ALL_FINITE, ONEDNN, CONSTANT, _ATTRIBUTES = _C._group_schema()
+KIND, ALL_FINITE, SOFTMAX_FLUSHED, ONEDNN, CONSTANT, _ATTRIBUTES = _C._group_schema()
 # field -> the attribute's name on the node, e.g. ATTR.subgraph == "Subgraph" (the header
 # says what each holds).
 ATTR = SimpleNamespace(**_ATTRIBUTES)

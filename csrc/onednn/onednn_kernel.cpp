@@ -15,10 +15,10 @@
 #include <unordered_map>
 
 #include "../buffer_pool.h"
+#include "../denormals.h"
 #include "../group.h"
 #include "../kernel_stats.h"
 #include "api.h"
-#include "denormals.h"
 #include "graph.h"
 #include "layout.h"
 
@@ -527,7 +527,7 @@ class Kernel : public GroupBase {
   std::vector<bool> matmul_only_;  // per input: only MatMul ops read it (bound as it comes)
   std::vector<bool> conv_src_only_;  // per input: only as a Convolution's source
   size_t shape_inputs_ = 0;       // last inputs (before the finite flags): read for sizes only
-  bool flush_denormals_ = false;  // executions run with denormals flushed (denormals.h)
+  bool flush_denormals_ = false;  // executions run with denormals flushed (../denormals.h)
   std::optional<Prepared> prepared_;  // this group's partition, found in the pipeline
   std::optional<Prepared> generic_;   // its partition for any sizes (generic_partition)
   size_t ports_ = 0;  // the inputs before the shape inputs: the description's, or the head's

@@ -1,8 +1,9 @@
 """Attention under a large negative mask (Swin's -100) gives probabilities such as
 exp(-100) = 3.7e-44, denormal floats that cost x86 cores a microcode assist each: the
 groups that multiply them by the values run with denormals flushed to zero, on every
-intra-op thread, and put the threads' mode back before returning. Groups whose results
-include the probabilities themselves keep IEEE gradual underflow."""
+intra-op thread, and put the threads' mode back before returning; so does ATen's softmax
+where only those groups read its result. Probabilities the model returns, or an unfused op
+reads, keep IEEE gradual underflow."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from torch_graphfuse.backends.onednn import flush_denormals
 from torch_graphfuse.testing import runner
 
 WINDOWS, HEADS, TOKENS, DIM = 4, 3, 49, 32
+MODES = ["mask", "bias_and_mask", "split_view"]
 
 
 def shift_mask() -> torch.Tensor:
@@ -27,25 +29,32 @@ def shift_mask() -> torch.Tensor:
 
 class WindowAttention(nn.Module):
     """timm's WindowAttention after its qkv projection: the mask added over a view that
-    splits windows from batch (so ATen runs the softmax), or added directly."""
+    splits windows from batch ("split_view"), added directly after the position bias
+    ("bias_and_mask"; in both ATen runs the softmax), or one window's mask added alone
+    ("mask": one oneDNN attention partition)."""
 
-    def __init__(self, split_view: bool, return_probabilities: bool = False) -> None:
+    def __init__(self, mode: str, return_probabilities: bool = False) -> None:
         super().__init__()
-        self.split_view = split_view
+        self.mode = mode
         self.return_probabilities = return_probabilities
         self.register_buffer("mask", shift_mask())
+        self.register_buffer("head_mask",
+                             self.mask[:1, None].expand(1, HEADS, TOKENS, TOKENS).clone())
         self.register_buffer("bias", torch.randn(1, HEADS, TOKENS, TOKENS) * 0.1)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):  # noqa: ANN201
-        attn = (q * DIM ** -0.5) @ k.transpose(-2, -1) + self.bias
-        if self.split_view:
+        attn = q @ k.transpose(-2, -1)
+        if self.mode == "mask":
+            attn = attn + self.head_mask
+        elif self.mode == "split_view":
             b = attn.shape[0] // WINDOWS
-            attn = attn.view(b, WINDOWS, HEADS, TOKENS, TOKENS) + self.mask.unsqueeze(1)
+            attn = (attn + self.bias).view(b, WINDOWS, HEADS, TOKENS, TOKENS)
+            attn = attn + self.mask.unsqueeze(1)
             attn = attn.view(-1, HEADS, TOKENS, TOKENS)
         else:
-            attn = attn + self.mask.unsqueeze(1)
+            attn = attn + self.bias + self.mask.unsqueeze(1)
         attn = attn.softmax(-1)
-        out = (attn @ v).transpose(1, 2).reshape(attn.shape[0], TOKENS, HEADS * DIM)
+        out = (attn @ v).transpose(1, 2).reshape(q.shape[0], TOKENS, HEADS * DIM)
         return (out, attn) if self.return_probabilities else out
 
 
@@ -58,21 +67,28 @@ def flushed_runs() -> int:
     return torch_graphfuse.kernel_stats()["flushed_runs"]
 
 
-@pytest.mark.parametrize("split_view", [False, True], ids=["softmax_in_group", "aten_softmax"])
-def test_the_product_of_masked_probabilities_runs_flushed_and_matches_eager(
-        split_view: bool) -> None:
-    model, inputs = WindowAttention(split_view), qkv()
+def softmax_kinds(graph: torch._C.Graph) -> list[str]:
+    return sorted(n.kind() for n in graph.nodes() if "softmax" in n.kind())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_product_of_masked_probabilities_runs_flushed_and_matches_eager(mode: str) -> None:
+    model, inputs = WindowAttention(mode), qkv()
     probabilities = torch.softmax(model.mask, -1)
     assert (probabilities > 0).any() and (probabilities < torch.finfo().tiny).any()
-    module, _, _ = fuse(model, inputs)
+    module, _, graph = fuse(model, inputs)
     torch_graphfuse.reset_kernel_stats()
     out = run(module, inputs)
     assert flushed_runs() > 0
     assert_matches(out, eager(model, inputs), "fp32")
+    # Left to ATen, the softmax runs flushed too: only the product reads it.
+    assert softmax_kinds(graph) == ([] if mode == "mask" else ["graphfuse::softmax_flushed"]), \
+        graph
 
 
-def test_eager_ops_after_a_flushed_group_keep_denormals_on_every_thread() -> None:
-    model, inputs = WindowAttention(False), qkv()
+@pytest.mark.parametrize("mode", MODES)
+def test_eager_ops_after_a_flushed_group_keep_denormals_on_every_thread(mode: str) -> None:
+    model, inputs = WindowAttention(mode), qkv()
     module, _, _ = fuse(model, inputs)
     torch_graphfuse.reset_kernel_stats()
     run(module, inputs)
@@ -84,8 +100,9 @@ def test_eager_ops_after_a_flushed_group_keep_denormals_on_every_thread() -> Non
 
 
 def test_probabilities_the_model_returns_keep_their_denormals() -> None:
-    model, inputs = WindowAttention(False, return_probabilities=True), qkv()
-    module, _, _ = fuse(model, inputs)
+    model, inputs = WindowAttention("bias_and_mask", return_probabilities=True), qkv()
+    module, _, graph = fuse(model, inputs)
+    assert softmax_kinds(graph) == ["aten::softmax"], graph
     out, probabilities = run(module, inputs)
     ref_out, ref_probabilities = eager(model, inputs)
     assert_matches(out, ref_out, "fp32")
@@ -96,8 +113,9 @@ def test_probabilities_the_model_returns_keep_their_denormals() -> None:
 
 def test_the_switch_keeps_gradual_underflow(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(flush_denormals.ENV, "0")
-    model, inputs = WindowAttention(False), qkv()
-    module, _, _ = fuse(model, inputs)
+    model, inputs = WindowAttention("split_view"), qkv()
+    module, _, graph = fuse(model, inputs)
+    assert softmax_kinds(graph) == ["aten::softmax"], graph
     torch_graphfuse.reset_kernel_stats()
     assert_matches(run(module, inputs), eager(model, inputs), "fp32")
     assert flushed_runs() == 0

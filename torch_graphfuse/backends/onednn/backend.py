@@ -45,4 +45,4 @@ class OneDnnBackend:
     def finish(self, graph: torch._C.Graph, groups: list[torch._C.Node]) -> None:
         log.logged_pass("layout_propagation", graph, lambda: layout_propagation.run(groups))
         log.logged_pass("prepare_partitions", graph, lambda: prepare_partitions.run(groups))
-        log.logged_pass("flush_denormals", graph, lambda: flush_denormals.run(groups))
+        log.logged_pass("flush_denormals", graph, lambda: flush_denormals.run(graph, groups))

@@ -1,5 +1,6 @@
 // Flush-to-zero and denormals-are-zero for the span of one partition's
-// execution, on the calling thread and on every intra-op worker thread.
+// execution (or one ATen op's), on the calling thread and on every intra-op
+// worker thread.
 //
 // x86 cores take a microcode assist for each denormal float operand or
 // result. Attention probabilities under a mask of -100 (Swin's shifted
