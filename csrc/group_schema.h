@@ -51,7 +51,8 @@ inline constexpr const char* kSoftmaxFlushed = "graphfuse::softmax_flushed";
   X(any_layout, "any_layout", "outputs the backend may give in its own layout")             \
   X(free_layout, "free_layout", "inputs the backend may read in any layout")                \
   X(prepared, "prepared", "the ticket of the partition found with the graph's other groups") \
-  X(flush_denormals, "flush_denormals", "1 when the partition runs with denormals flushed to zero") \
+  X(flush_denormals, "flush_denormals",                                                      \
+    "1 when the partition runs with denormals flushed to zero")                               \
   X(head, "head", "views of the group's inputs that the description reads instead")      \
   X(tail, "tail", "views of the description's outputs that the group outputs instead")
 

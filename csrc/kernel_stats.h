@@ -18,7 +18,9 @@ namespace graphfuse {
   X(cache_hits, count, "executions that reused a compiled partition")                       \
   X(fallbacks, count, "executions that ran the unfused subgraph")                           \
   X(fused_runs, count, "executions through the backend")                                    \
-  X(flushed_runs, count, "executions with denormal floats flushed to zero (attention's products, and the softmaxes only they read)") \
+  X(flushed_runs, count,                                                                    \
+    "executions with denormal floats flushed to zero (attention's products, and the "       \
+    "softmaxes only they read)")                                                            \
   X(reused_outputs, count, "outputs written into a freed output's buffer (buffer pool)")    \
   X(inplace_outputs, count, "outputs written over an input oneDNN may overwrite")           \
   X(idle_buffer_bytes, level, "freed output buffers the pool keeps for reuse")              \
