@@ -6,8 +6,11 @@ of the file is bench.py's) and zoo.png.
 
     python benchmarks/zoo.py [--models hf/bert,timm/resnet50] [--dtypes fp32,bf16]
                              [--rounds N] [--small] [--out benchmarks]
+                             [--limit SECONDS] [--build-limit SECONDS]
 
---small runs the zoo's small configurations (the test slice's), for a quick look.
+--small runs the zoo's small configurations (the test slice's), for a quick look. A peer whose
+build takes over --build-limit seconds (inductor on Hugging Face's Swin) shows as `stopped` in
+its model's row; a model whose process passes --limit is listed as not run.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
     parser.add_argument("--limit", type=float, default=1200.0,
                         help="seconds per model and dtype (its own process) before it is stopped")
+    parser.add_argument("--build-limit", type=float, default=300.0,
+                        help="seconds a peer's build may take before that peer is left out")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # "<model> <dtype> <json path>"
     args = parser.parse_args(argv)
     if zoo.missing():
@@ -47,7 +52,7 @@ def main(argv: Sequence[str]) -> None:
     warnings.filterwarnings("ignore")  # the libraries' deprecation notices, per model
     if args.child:
         name, dtype, path = args.child.split(" ")
-        zoo_child(name, dtype, args.small, args.rounds, Path(path))
+        zoo_child(name, dtype, args.small, args.rounds, Path(path), args.build_limit)
         return
     args.out.mkdir(parents=True, exist_ok=True)
     command = " ".join(["python", "benchmarks/zoo.py", *argv])

@@ -11,6 +11,7 @@ import torch
 import torch_graphfuse
 
 from ..calls import Forward, Inputs
+from ..deadline import deadline, overran
 from ..text import failure, progress
 from .configs import Config
 from .peers import Built, Peer, autocast, build
@@ -34,6 +35,8 @@ class Measurement:
 
 
 Result = Measurement | str  # a string is the reason a peer failed
+# Starts the reason of a peer whose build ran past its time limit.
+STOPPED = "build stopped"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,9 +52,11 @@ Runs = dict[Config, Comparison]
 
 def compare(model: Forward, inputs: Inputs, dtype: torch.dtype, peers: Sequence[Peer],
             timing: Timing, probe: StallProbe, label: str,
-            agreement: Callable[[Built], float] | None = None) -> Comparison:
+            agreement: Callable[[Built], float] | None = None,
+            build_seconds: float | None = None) -> Comparison:
     """Build every peer (each its own module) and time them against each other; then, given
-    `agreement`, each peer's top-1 agreement with the float model."""
+    `agreement`, each peer's top-1 agreement with the float model. A peer whose build passes
+    `build_seconds` is left out, with a reason starting with STOPPED."""
     with torch.no_grad(), autocast(dtype):
         reference = model(*inputs)
     results: dict[str, Result] = {}
@@ -59,10 +64,13 @@ def compare(model: Forward, inputs: Inputs, dtype: torch.dtype, peers: Sequence[
     for peer in peers:
         probe.wait(timing.max_seconds)
         try:
-            b = build(peer, model, inputs, dtype, reference)
+            with deadline(build_seconds):
+                b = build(peer, model, inputs, dtype, reference)
         except Exception as error:  # a failing peer is reported, never ends the run
-            results[peer.key] = failure(error)
-            progress(f"  {label} | {peer.label}: failed: {results[peer.key]}")
+            stopped = overran(error)
+            results[peer.key] = f"{STOPPED} ({stopped})" if stopped else failure(error)
+            progress(f"  {label} | {peer.label}: {'' if stopped else 'failed: '}"
+                     f"{results[peer.key]}")
             continue
         built.append(b)
         groups = "" if b.groups is None else f", {b.groups} fusion groups"

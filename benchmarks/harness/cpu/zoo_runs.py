@@ -19,7 +19,7 @@ from torch_graphfuse.testing import runner, zoo
 from .. import plots
 from ..children import json_child
 from ..text import ratio, table, utc_now
-from .compare import Measurement, compare
+from .compare import STOPPED, Measurement, compare
 from .configs import FLOAT_DTYPES
 from .peers import PEERS, autocast
 from .report import ZOO_SECTION, machine
@@ -54,7 +54,8 @@ class ZooRun:
         return speedup(self.results, over)
 
 
-def run_model(name: str, dtype: str, small: bool, timing: Timing, probe: StallProbe) -> ZooRun:
+def run_model(name: str, dtype: str, small: bool, timing: Timing, probe: StallProbe,
+              build_seconds: float | None = None) -> ZooRun:
     model, inputs = zoo.build(name, small)
     with runner.precision(dtype):
         _, out, graph = runner.fused(model, inputs)
@@ -67,16 +68,18 @@ def run_model(name: str, dtype: str, small: bool, timing: Timing, probe: StallPr
                 eager_error = zoo.relative_error(model(*inputs).float(), exact)
     error = zoo.relative_error(out.float(), exact)
     comparison = compare(model, inputs, FLOAT_DTYPES[dtype], PEERS, timing, probe,
-                         f"{name} {dtype}")
+                         f"{name} {dtype}", build_seconds=build_seconds)
     return ZooRun(name, zoo.MODELS[name].family, dtype, error, eager_error, report.fused_ops,
                   report.total_ops, len(runner.fusion_groups(graph)), report.top_reasons(2),
                   comparison.results)
 
 
-def zoo_child(name: str, dtype: str, small: bool, rounds: int, path: Path) -> None:
-    """The process of one model: its run, or why it failed, written to `path`."""
+def zoo_child(name: str, dtype: str, small: bool, rounds: int, path: Path,
+              build_seconds: float | None = None) -> None:
+    """The process of one model: its run, or why it failed, written to `path`. A peer
+    whose build passes `build_seconds` is left out of the run."""
     try:
-        run = run_model(name, dtype, small, Timing(2, rounds, 20.0), StallProbe())
+        run = run_model(name, dtype, small, Timing(2, rounds, 20.0), StallProbe(), build_seconds)
     except Exception as error:  # reported by the parent in the failures
         message = str(error).splitlines()[0][:200] if str(error) else ""
         path.write_text(json.dumps({"failure": f"{type(error).__name__}: {message}"}))
@@ -107,6 +110,8 @@ def run_in_child(name: str, dtype: str, argv: Sequence[str], limit: float,
 def _cell(result: Measurement | str | None) -> str:
     if isinstance(result, Measurement):
         return f"{result.ms:.2f}"
+    if result and result.startswith(STOPPED):
+        return "stopped"
     return "failed" if result else "n/a"
 
 
@@ -147,6 +152,12 @@ def section(runs: Sequence[ZooRun], failures: Sequence[str], command: str, small
             lines.append(f"- {dtype}, over {p.label}: {mean} ({len(values)} models)")
     wrong = [f"{r.name} {r.dtype}" for r in runs if not r.correct]
     lines += ["", f"Results off eager: {', '.join(wrong) if wrong else 'none'}.", ""]
+    stopped = [f"- {r.name} {r.dtype}, {p.label}: {result}" for r in runs for p in peers
+               for result in [r.results.get(p.key)]
+               if isinstance(result, str) and result.startswith(STOPPED)]
+    if stopped:
+        lines += ["Peers left out of a model's row (stopped: their build ran past the limit):",
+                  "", *stopped, ""]
     if failures:
         lines += ["Models that did not run:", "", *[f"- {f}" for f in failures], ""]
     return "\n".join(lines)
