@@ -141,3 +141,52 @@ def test_int8_conv_window_in_the_padding_matches_eager(width: int) -> None:
     narrow = torch.randn(2, 3, 6, 1)
     torch.testing.assert_close(run(module, [narrow]), eager(model, [narrow]),
                                rtol=1e-4, atol=1e-4)
+
+
+class QLinearScaled(nn.Module):
+    """An s8 linear between an s8 activation and a u8 result, both of scale `scale`."""
+
+    kind = "aten::linear"
+
+    def __init__(self, scale: float) -> None:
+        super().__init__()
+        fc = nn.Linear(5, 3)
+        self.weight, self.bias = QWeight(fc.weight.detach()), fc.bias.detach()
+        self.act, self.out = Act(scale, -127, torch.int8), Act(scale, 0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out.quantize(F.linear(self.act.qdq(x), self.weight(), self.bias))
+
+
+class QConvScaled(QLinearScaled):
+    """The same around a 3x3 convolution."""
+
+    kind = "aten::_convolution"
+
+    def __init__(self, scale: float) -> None:
+        super().__init__(scale)
+        conv = nn.Conv2d(3, 4, 3)
+        self.weight, self.bias = QWeight(conv.weight.detach()), conv.bias.detach()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out.quantize(F.conv2d(self.act.qdq(x), self.weight(), self.bias))
+
+
+@pytest.mark.parametrize(("model_type", "shape"),
+                         [(QLinearScaled, (4, 5)), (QConvScaled, (1, 3, 6, 6))],
+                         ids=["linear", "conv"])
+@pytest.mark.parametrize(("scale", "fuses"), [(2e34, False), (0.05, True)])
+def test_int8_product_whose_scaled_sum_could_overflow_stays_with_aten(
+        model_type: type[QLinearScaled], shape: tuple[int, ...], scale: float,
+        fuses: bool) -> None:
+    # Found by the fuzzer's quantized mode (seed 2737, graph 1003; scales 1.3e35 and
+    # 8.7e34): oneDNN 3.12 scales the integer sum by the source's scale first, which
+    # overflows to inf: the linear quantized 255 where eager gives 128, the convolution
+    # was 223 steps off.
+    torch.manual_seed(0)
+    model = model_type(scale)
+    x = (torch.rand(*shape) * 254 - 127) * scale
+    _, out, graph = fuse(model, [x])
+    ref = eager(model, [x])
+    assert (out.int() - ref.int()).abs().max().item() <= 1
+    assert any(model.kind in k for k in kinds(graph)) == (fuses and VNNI)

@@ -164,6 +164,9 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: workarounds.residual_of_the_anchor_source(c.ops),
      "a dequantized residual of the tensor the convolution or matmul reads (oneDNN 3.12 "
      "computes it wrongly)"),
+    (lambda c: workarounds.int8_scaled_accumulator_overflows(c.ops, c.backend),
+     "an int8 product whose scaled sum could pass float32's range (oneDNN 3.12 scales the "
+     "integer sum in two steps, which overflow where eager's dequantized product does not)"),
     (lambda c: workarounds.int8_depthwise_multiplier(c.ops, c.backend),
      "an int8 depthwise convolution with a channel multiplier (oneDNN 3.12 computes some "
      "wrongly)"),

@@ -275,6 +275,59 @@ def int8_products_saturate(ops: list[BackendOp]) -> bool:
                and op.inputs[1] in dequantized for op in ops)
 
 
+# The largest magnitude an int8 product's scaled accumulator may reach: float32 holds up
+# to 2^128, and the bias and post-ops add to it after the scales.
+_SCALED_ACCUMULATOR_LIMIT = 2.0 ** 120
+# How much larger a reduction over a dim computed at run time may grow than profiled.
+_RUN_TIME_REDUCTION_GROWTH = 2.0 ** 20
+
+
+def _quantized_span(op: BackendOp, backend: BackendGraph) -> tuple[float, float]:
+    """A Dequantize's largest |q - zero point| over its integer dtype, and largest scale."""
+    low, high = (0, 255) if backend.tensors[op.inputs[0]].dtype == "u8" else (-128, 127)
+    zero_points = op.attrs.get("zps") or [0]
+    span = max(max(high - z, z - low) for z in zero_points)
+    return float(span), max(abs(s) for s in op.attrs.get("scales") or [1.0])
+
+
+def _reduced_length(op: BackendOp, backend: BackendGraph) -> int:
+    """The number of products each result of a Convolution or MatMul sums, from the sizes
+    of its second operand (the weight)."""
+    sizes = backend.tensors[op.inputs[1]].sizes or [1]
+    if op.kind == "Convolution":
+        return max(math.prod(sizes[1:]), 1)
+    if op.attrs.get("transpose_b") or len(sizes) == 1:
+        return max(sizes[-1], 1)
+    return max(sizes[-2], 1)
+
+
+def int8_scaled_accumulator_overflows(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether an int8 convolution or matmul could overflow float32 where eager does not:
+    oneDNN 3.12 multiplies the int32 sum of products by the source's scale and then by
+    the weight's, so with a source scale of 2e34 a sum of 22479 gives inf (and 255 once
+    quantized) where eager, dequantizing first, gives 128; a convolution was 223 steps off
+    (found by the fuzzer's quantized mode: scales 1.3e35 and 8.7e34). The bound takes the
+    largest sum the dtypes allow, times every scale above 1 and the inverse of every result
+    scale below 1: models' scales are far inside it."""
+    dequantizes = {t: op for op in ops if op.kind == "Dequantize" for t in op.outputs}
+    result_growth = max([1.0] + [1.0 / min(s for s in op.attrs.get("scales") or [1.0])
+                                 for op in ops if op.kind == "Quantize"
+                                 if all(s > 0 for s in op.attrs.get("scales") or [1.0])])
+    for op in ops:
+        if op.kind not in ("Convolution", "MatMul") or not all(
+                t in dequantizes for t in op.inputs[:2]):
+            continue
+        (a_span, a_scale), (w_span, w_scale) = (_quantized_span(dequantizes[t], backend)
+                                                for t in op.inputs[:2])
+        bound = (_reduced_length(op, backend) * a_span * w_span * max(1.0, a_scale)
+                 * max(1.0, w_scale) * result_growth)
+        if not backend.tensors[dequantizes[op.inputs[1]].inputs[0]].constant:
+            bound *= _RUN_TIME_REDUCTION_GROWTH  # a second operand whose sizes may vary
+        if not bound < _SCALED_ACCUMULATOR_LIMIT:
+            return True
+    return False
+
+
 def int8_depthwise_multiplier(ops: list[BackendOp], backend: BackendGraph) -> bool:
     """Whether an int8 convolution is depthwise with a channel multiplier (one input
     channel per group, more output channels than groups): oneDNN 3.12 computes some
