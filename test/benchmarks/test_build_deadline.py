@@ -3,31 +3,18 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
 import time
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
+from benchmark_modules import load
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name: str) -> ModuleType:
-    """A part of the harness, imported as the drivers see it: their folder first on sys.path."""
-    if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))
-    return importlib.import_module(name)
-
-
-calls = _load("harness.calls")
-compare = _load("harness.cpu.compare")
-deadline = _load("harness.deadline")
-peers = _load("harness.cpu.peers")
-timing = _load("harness.cpu.timing")
-zoo_runs = _load("harness.cpu.zoo_runs")
+calls = load("harness.calls")
+compare = load("harness.cpu.compare")
+deadline = load("harness.deadline")
+peers = load("harness.cpu.peers")
+timing = load("harness.cpu.timing")
+zoo_runs = load("harness.cpu.zoo_runs")
 
 
 def test_deadline_interrupts_a_block_past_its_limit() -> None:

@@ -4,34 +4,23 @@ measures needs a GPU (scripts/gpu_test.sh --bench)."""
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
+from benchmark_modules import BENCHMARKS, load
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPT = BENCHMARKS / "gpu_bench.py"
 
-
-def _load(name: str) -> ModuleType:
-    """The driver, or a part of the harness beside it, imported as the driver run as a script
-    sees it: with its folder first on sys.path."""
-    if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))
-    return importlib.import_module(name)
-
-
-bench = _load("gpu_bench")
-children = _load("harness.children")
-gpu_peers = _load("harness.gpu.peers")
-gpu_report = _load("harness.gpu.report")
-gpu_timing = _load("harness.gpu.timing")
+bench = load("gpu_bench")
+children = load("harness.children")
+gpu_peers = load("harness.gpu.peers")
+gpu_report = load("harness.gpu.report")
+gpu_timing = load("harness.gpu.timing")
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
