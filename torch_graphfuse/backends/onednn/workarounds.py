@@ -310,9 +310,8 @@ def int8_scaled_accumulator_overflows(ops: list[BackendOp], backend: BackendGrap
     largest sum the dtypes allow, times every scale above 1 and the inverse of every result
     scale below 1: models' scales are far inside it."""
     dequantizes = {t: op for op in ops if op.kind == "Dequantize" for t in op.outputs}
-    result_growth = max([1.0] + [1.0 / min(s for s in op.attrs.get("scales") or [1.0])
-                                 for op in ops if op.kind == "Quantize"
-                                 if all(s > 0 for s in op.attrs.get("scales") or [1.0])])
+    result_scales = [s for op in ops if op.kind == "Quantize" for s in op.attrs["scales"]]
+    result_growth = 1.0 / min([1.0, *(s for s in result_scales if s > 0)])
     for op in ops:
         if op.kind not in ("Convolution", "MatMul") or not all(
                 t in dequantizes for t in op.inputs[:2]):
