@@ -107,10 +107,15 @@ def run_in_child(name: str, dtype: str, argv: Sequence[str], limit: float,
     return ZooRun(**data)
 
 
+def _stopped(result: Measurement | str | None) -> bool:
+    """Whether the peer's build ran past the build limit."""
+    return isinstance(result, str) and result.startswith(STOPPED)
+
+
 def _cell(result: Measurement | str | None) -> str:
     if isinstance(result, Measurement):
         return f"{result.ms:.2f}"
-    if result and result.startswith(STOPPED):
+    if _stopped(result):
         return "stopped"
     return "failed" if result else "n/a"
 
@@ -153,8 +158,7 @@ def section(runs: Sequence[ZooRun], failures: Sequence[str], command: str, small
     wrong = [f"{r.name} {r.dtype}" for r in runs if not r.correct]
     lines += ["", f"Results off eager: {', '.join(wrong) if wrong else 'none'}.", ""]
     stopped = [f"- {r.name} {r.dtype}, {p.label}: {result}" for r in runs for p in peers
-               for result in [r.results.get(p.key)]
-               if isinstance(result, str) and result.startswith(STOPPED)]
+               for result in [r.results.get(p.key)] if _stopped(result)]
     if stopped:
         lines += ["Peers left out of a model's row (stopped: their build ran past the limit):",
                   "", *stopped, ""]
