@@ -6,7 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench.py"
+from benchmark_modules import BENCHMARKS
+
+BENCH = BENCHMARKS / "bench.py"
 
 
 def test_quick_benchmark_writes_results(tmp_path: Path) -> None:
