@@ -275,3 +275,68 @@ def test_size_after_an_if_stays_read_where_the_branches_give_other_ranks() -> No
           %y : Float(1) = aten::linear(%s, %w, %none)
           %a : int = aten::size(%y, %zero)
           return (%a)""", 1) == [("aten::linear", 0)]
+
+
+def test_size_of_a_product_reads_its_rows_columns_and_the_batch_both_operands_share() -> None:
+    # q and k are pieces of one unbind (Swin's, timm's ViT's qkv): their batch sizes are
+    # one value, so the product's is that value; rows are q's, columns k's.
+    assert _size_reads("""
+        graph(%x : Float(2, 28, 96), %other : Float(2, 4, 8, 7)):
+          %zero : int = prim::Constant[value=0]()
+          %one : int = prim::Constant[value=1]()
+          %two : int = prim::Constant[value=2]()
+          %three : int = prim::Constant[value=3]()
+          %four : int = prim::Constant[value=4]()
+          %seven : int = prim::Constant[value=7]()
+          %eight : int = prim::Constant[value=8]()
+          %minus1 : int = prim::Constant[value=-1]()
+          %minus2 : int = prim::Constant[value=-2]()
+          %b : int = aten::size(%x, %zero)
+          %shape : int[] = prim::ListConstruct(%three, %b, %four, %seven, %eight)
+          %qkv : Float(3, 2, 4, 7, 8) = aten::reshape(%x, %shape)
+          %pieces : Tensor[] = aten::unbind(%qkv, %zero)
+          %q : Float(2, 4, 7, 8), %k : Float(2, 4, 7, 8), %v : Tensor = prim::ListUnpack(%pieces)
+          %kt : Float(2, 4, 8, 7) = aten::transpose(%k, %minus2, %minus1)
+          %scores : Float(2, 4, 7, 7) = aten::matmul(%q, %kt)
+          %apart : Float(2, 4, 7, 7) = aten::matmul(%q, %other)
+          %a : int = aten::size(%scores, %zero)
+          %c : int = aten::size(%scores, %two)
+          %d : int = aten::size(%scores, %three)
+          %e : int = aten::size(%apart, %zero)
+          %f : int = aten::size(%apart, %three)
+          return (%a, %c, %d, %e, %f)""") == [
+        ("x", 0), ("value", 7), ("value", 7),
+        # Operands read apart may broadcast one against the other, and a read of an operand
+        # could pin a tensor inside a partition: the product's own read stays.
+        ("aten::matmul", 0), ("aten::matmul", 3)]
+
+
+def test_size_of_a_sum_with_a_constant_is_the_constants_where_it_is_not_1() -> None:
+    assert _size_reads("""
+        graph(%x : Float(5, 32), %w : Float(1, 32)):
+          %one : int = prim::Constant[value=1]()
+          %two : int = prim::Constant[value=2]()
+          %zero : int = prim::Constant[value=0]()
+          %thirty_two : int = prim::Constant[value=32]()
+          %n : int = aten::size(%x, %zero)
+          %shape : int[] = prim::ListConstruct(%n, %one, %thirty_two)
+          %x3 : Float(5, 1, 32) = aten::view(%x, %shape)
+          %y : Float(5, 1, 32) = aten::add(%x3, %w, %one)
+          %a : int = aten::size(%y, %zero)
+          %b : int = aten::size(%y, %one)
+          %c : int = aten::size(%y, %two)
+          return (%a, %b, %c)""", weight_rows=1) == [("x", 0), ("value", 1), ("value", 32)]
+
+
+def test_size_of_a_view_to_a_constant_shape_is_its_item() -> None:
+    assert _size_reads("""
+        graph(%x : Float(4, 49, 96)):
+          %shape : int[] = prim::Constant[value=[-1, 49, 96]]()
+          %one : int = prim::Constant[value=1]()
+          %zero : int = prim::Constant[value=0]()
+          %y : Float(4, 49, 96) = aten::view(%x, %shape)
+          %a : int = aten::size(%y, %one)
+          %b : int = aten::size(%y, %zero)
+          return (%a, %b)""") == [
+        # The inferred size is x's count over 49 * 96, which no single read of x gives.
+        ("value", 49), ("aten::view", 0)]

@@ -9,7 +9,13 @@ Views move a size to another dimension, or fix it: `x.transpose(1, 2).size(1)` i
 `x.size(2)`, `x.view(b, t, 12, 64).size(0)` is `b`, and the dim a view infers is the
 input's element count over the others: `y.view(y.size(0), y.size(1), 12, -1).size(3)` is
 `y.size(2) // 12`, taken where that is a constant (exact: the view raises where it does not
-divide). A linear keeps its input's sizes but the last, its weight's first.
+divide). A linear keeps its input's sizes but the last, its weight's first. A piece of
+`x.unbind(u)` has x's sizes without dim u. A sum (or difference, product, quotient) with a
+constant tensor has the constant's size where that is not 1 (the broadcast raises unless the
+other's is 1 or the same) and the other operand's elsewhere. A product of two tensors of one
+rank has the first's rows and the second's columns, and a batch dim where both operands'
+sizes are read from the same value (q and k, pieces of one unbind); operands read apart may
+broadcast one against the other, so that read stays.
 
 Hugging Face merges the heads after attention with `attn.transpose(1, 2).contiguous()` and
 reshapes it with that copy's sizes, so the copy is read for its sizes and could not join the
@@ -135,22 +141,32 @@ def _split(factors: list[torch._C.Value]) -> tuple[int, list[torch._C.Value]]:
 
 def _through_view(graph: torch._C.Graph, value: torch._C.Value, dim: int, varying: set[int]
                   ) -> tuple[torch._C.Value, int] | torch._C.Value | None:
-    """Where size `dim` of a view's (or a linear's) result is read instead: (its input, that
-    input's dim), the int value the view's shape gives it, or None. A linear or a transpose
-    maps dims by its input's rank, so not where that may vary (`varying`)."""
+    """Where size `dim` of a view's (or a linear's, an unbind piece's, a product's, a sum
+    with a constant's) result is read instead: (its input, that input's dim), the int value
+    the view's shape gives it, or None. A linear or a transpose maps dims by its input's
+    rank, so not where that may vary (`varying`)."""
     node = value.node()
     kind = node.kind()
     if kind in ("aten::linear", "aten::transpose") and node.inputsAt(0).unique() in varying:
         return None
     if kind in _RESHAPES:
         shape = node.inputsAt(1)
-        if shape.node().kind() != "prim::ListConstruct":
+        if shape.node().kind() == "prim::ListConstruct":
+            items = list(shape.node().inputs())
+        elif (listed := _constant_ints(shape)) is not None and len(listed) == _rank(value):
+            items = [graph.insertConstant(n) for n in listed]
+        else:
             return None
-        items = list(shape.node().inputs())
         d = _normalized(dim, len(items))
         if d is None:
             return None
         return items[d] if _known_size(items[d]) else _inferred(graph, node, items, d, varying)
+    if kind == "prim::ListUnpack":
+        return _through_unbind(graph, node, dim, varying)
+    if kind == "aten::matmul":
+        return _through_matmul(graph, node, dim, varying)
+    if kind in BINARY_ARITHMETIC:
+        return _through_constant_operand(graph, node, dim, varying)
     if kind == "aten::permute":
         order = _constant_ints(node.inputsAt(1))
         d = None if order is None else _normalized(dim, len(order))
@@ -181,6 +197,92 @@ def _through_view(graph: torch._C.Graph, value: torch._C.Value, dim: int, varyin
     return None
 
 
+Resolved = tuple[torch._C.Value, int] | torch._C.Value
+
+
+def _resolve(graph: torch._C.Graph, tensor: torch._C.Value, d: int, varying: set[int]
+             ) -> Resolved:
+    """Where size `d` of `tensor` is known from: (the tensor earliest in the chain, its
+    dim), or the int value giving it. New nodes go at the graph's insert point."""
+    while True:
+        tensor = size_source(tensor)
+        found = _through_view(graph, tensor, d, varying)
+        if found is None:
+            return tensor, d
+        if isinstance(found, torch._C.Value):
+            return found
+        tensor, d = found
+
+
+def _same(a: torch._C.Value, b: torch._C.Value) -> bool:
+    n = _constant_ints(a)
+    return a.unique() == b.unique() or (n is not None and n == _constant_ints(b))
+
+
+def _known(graph: torch._C.Graph, tensor: torch._C.Value, d: int, varying: set[int]
+           ) -> torch._C.Value | None:
+    """The int value size `d` of `tensor` is known from, if any. The ops below move a read
+    only to such a value: a read of an unbind's input or of a product's operand could
+    pin a tensor inside a partition (the scores in attention) where the read it replaces
+    pinned the partition's own output."""
+    found = _resolve(graph, tensor, d, varying)
+    return found if isinstance(found, torch._C.Value) else None
+
+
+def _through_unbind(graph: torch._C.Graph, node: torch._C.Node, dim: int, varying: set[int]
+                    ) -> torch._C.Value | None:
+    """A piece of `x.unbind(u)` has x's sizes without dim u."""
+    unbind = node.inputsAt(0).node()
+    u = _constant_ints(unbind.inputsAt(1)) if unbind.kind() == "aten::unbind" else None
+    x = unbind.inputsAt(0)
+    rank = _rank(x)
+    if u is None or rank is None or x.unique() in varying:
+        return None
+    u_, d = _normalized(u[0], rank), _normalized(dim, rank - 1)
+    if u_ is None or d is None:
+        return None
+    return _known(graph, x, d if d < u_ else d + 1, varying)
+
+
+def _through_matmul(graph: torch._C.Graph, node: torch._C.Node, dim: int, varying: set[int]
+                    ) -> torch._C.Value | None:
+    """A product of two tensors of one rank (3 or more): its rows are the first's, its
+    columns the second's, and a batch dim is the value both operands' sizes there are read
+    from (broadcast of a size with itself)."""
+    a, b = node.inputsAt(0), node.inputsAt(1)
+    rank = _rank(a)
+    if (rank is None or rank < 3 or _rank(b) != rank
+            or a.unique() in varying or b.unique() in varying):
+        return None
+    d = _normalized(dim, rank)
+    if d is None:
+        return None
+    if d >= rank - 2:
+        return _known(graph, a, d, varying) if d == rank - 2 else _known(graph, b, d, varying)
+    from_a, from_b = _known(graph, a, d, varying), _known(graph, b, d, varying)
+    return from_a if from_a is not None and from_b is not None and _same(from_a, from_b) \
+        else None
+
+
+def _through_constant_operand(graph: torch._C.Graph, node: torch._C.Node, dim: int,
+                              varying: set[int]) -> torch._C.Value | None:
+    """`x + c`, c a constant tensor of no higher rank: where c's size is 1 (or it has no such
+    dim) the size is x's, elsewhere c's (the broadcast raises unless x's is 1 or the same)."""
+    x, operand = node.inputsAt(0), node.inputsAt(1)
+    c = operand.toIValue() if operand.node().kind() == "prim::Constant" else None
+    rank = _rank(x)
+    if (not isinstance(c, torch.Tensor) or rank is None or x.unique() in varying
+            or c.dim() > rank):
+        return None
+    d = _normalized(dim, rank)
+    if d is None:
+        return None
+    j = d - (rank - c.dim())
+    if j < 0 or c.shape[j] == 1:
+        return _known(graph, x, d, varying)
+    return graph.insertConstant(c.shape[j])
+
+
 def _moved(graph: torch._C.Graph, node: torch._C.Node, varying: set[int]
            ) -> torch._C.Value | None:
     """The value a `size(x, dim)` node's result is read from instead, if another; new nodes
@@ -188,26 +290,31 @@ def _moved(graph: torch._C.Graph, node: torch._C.Node, varying: set[int]
     dim = _constant_ints(node.inputsAt(1))
     if dim is None:
         return None
-    tensor, d = node.inputsAt(0), dim[0]
-    moved = False
-    while True:
-        source = size_source(tensor)
-        moved |= source is not tensor
-        with graph.insert_point_guard(node):
-            found = _through_view(graph, source, d, varying)
-        if found is None:
-            tensor = source
-            break
-        if isinstance(found, torch._C.Value):
-            return found
-        tensor, d = found
-        moved = True
-    if not moved:
+    with graph.insert_point_guard(node):
+        found = _resolve(graph, node.inputsAt(0), dim[0], varying)
+    if isinstance(found, torch._C.Value):
+        return found
+    tensor, d = found
+    if tensor.unique() == node.inputsAt(0).unique() and d == dim[0]:
         return None
     with graph.insert_point_guard(node):
         read = graph.insertNode(graph.create("aten::size", [tensor, graph.insertConstant(d)], 1))
     read.output().setType(node.output().type())
     return read.output()
+
+
+def read_size(graph: torch._C.Graph, tensor: torch._C.Value, dim: int, varying: set[int]
+              ) -> torch._C.Value:
+    """`tensor.size(dim)`, read where this pass reads it, at the graph's insert point (for
+    a pass that adds size reads after this one ran)."""
+    read = graph.insertNode(graph.create("aten::size", [tensor, graph.insertConstant(dim)], 1))
+    read.output().setType(torch._C.IntType.get())
+    moved = _moved(graph, read, varying)
+    if moved is None:
+        return read.output()
+    read.output().replaceAllUsesWith(moved)
+    read.destroy()
+    return moved
 
 
 def run(graph: torch._C.Graph) -> None:
