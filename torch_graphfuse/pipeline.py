@@ -3,7 +3,8 @@ profiled graph while fusion is enabled:
 
     mutation_removal -> reference_quantization -> quantized_weights -> split_dequantize
       -> decompose -> rms_norm
-      -> prepare_binary -> scalar_before_transpose -> defer_size_check -> shape_arguments
+      -> prepare_binary -> scalar_before_transpose -> defer_size_check -> addend_through_views
+      -> fold_constant_addends -> shape_arguments
       -> alias_casts
       -> finiteness -> integer_data
       -> per block, each registered backend's partitioner -> rewrite -> rms_norm unfold
@@ -31,10 +32,12 @@ from .backends import registry
 from .backends.base import Backend, BlockPartitioner, GraphFacts
 from .fusion import finite_guard, rewrite, type_guard
 from .passes import (
+    addend_through_views,
     alias_casts,
     decompose,
     defer_size_check,
     finiteness,
+    fold_constant_addends,
     integer_data,
     mutation_removal,
     prepare_binary,
@@ -111,6 +114,8 @@ def _run_passes(graph: torch._C.Graph) -> None:
     log.logged_pass("scalar_before_transpose", graph,
                     lambda: scalar_before_transpose.run(graph))
     log.logged_pass("defer_size_check", graph, lambda: defer_size_check.run(graph))
+    log.logged_pass("addend_through_views", graph, lambda: addend_through_views.run(graph))
+    log.logged_pass("fold_constant_addends", graph, lambda: fold_constant_addends.run(graph))
     log.logged_pass("shape_arguments", graph, lambda: shape_arguments.run(graph))
     log.logged_pass("alias_casts", graph, lambda: alias_casts.run(graph))
     groups: list[torch._C.Node] = []

@@ -163,14 +163,16 @@ WIDTH_CHAINS: dict[str, Callable[..., torch.Tensor]] = {
 
 
 class WidthChain(nn.Module):
+    """The chain over x, a full-size tensor (given as an input: two constants in a row fold
+    into one) and a width operand."""
+
     def __init__(self, chain: Callable[..., torch.Tensor], width: tuple[int, ...]) -> None:
         super().__init__()
         self.chain = chain
-        self.full = torch.randn(2, 4, 3, 5)
         self.width = torch.randn(width)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.chain(x, self.full, self.width)
+    def forward(self, x: torch.Tensor, full: torch.Tensor) -> torch.Tensor:
+        return self.chain(x, full, self.width)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -179,7 +181,8 @@ class WidthChain(nn.Module):
 def test_binary_chain_with_a_width_operand_on_channels_last_stays_with_aten(
         dtype: str, chain: str, width: tuple[int, ...]) -> None:
     x = torch.randn(2, 4, 3, 5).contiguous(memory_format=torch.channels_last)
-    check(WidthChain(WIDTH_CHAINS[chain], width), [x], dtype, groups=0, left=None)
+    check(WidthChain(WIDTH_CHAINS[chain], width), [x, torch.randn(2, 4, 3, 5)], dtype,
+          groups=0, left=None)
 
 
 class Permuted(nn.Module):
