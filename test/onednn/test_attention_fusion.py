@@ -233,3 +233,57 @@ def test_attention_reshaped_to_5d_stays_with_aten_instead_of_crashing_onednn() -
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "attention with a reshape to 5 dims" in done.stdout
+
+
+class ShiftedWindowAttention(nn.Module):
+    """timm's Swin attention over shifted windows, from the qkv projection: a relative
+    position bias, then the window mask (0 or -100) over a view that splits the windows
+    off the batch."""
+
+    def __init__(self, window: int, windows: int = 4, heads: int = 2, dim: int = 16) -> None:
+        super().__init__()
+        self.tokens, self.windows, self.heads, self.width = window * window, windows, heads, \
+            heads * dim
+        self.qkv = nn.Linear(self.width, 3 * self.width)
+        self.register_buffer("bias", torch.randn(1, heads, self.tokens, self.tokens) * 0.1)
+        region = torch.arange(self.tokens) % 3
+        mask = torch.where(region[:, None] == region[None, :], 0.0, -100.0)
+        self.register_buffer("mask", mask.expand(windows, -1, -1).clone())
+        self.scale = dim ** -0.5
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.view(-1, self.tokens, self.width)
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        attn = (q * self.scale) @ k.transpose(-2, -1) + self.bias
+        attn = attn.view(-1, self.windows, self.heads, n, n) + self.mask.unsqueeze(1).unsqueeze(0)
+        attn = attn.view(-1, self.heads, n, n).softmax(-1)
+        return (attn @ v).transpose(1, 2).reshape(b, n, -1)
+
+
+def _windows(model: ShiftedWindowAttention, batch: int) -> list[torch.Tensor]:
+    torch.manual_seed(batch)
+    return [torch.randn(batch * model.windows, model.tokens, model.width)]
+
+
+def test_shifted_window_attention_is_one_partition_and_eagers_at_other_batches() -> None:
+    # 256 tokens (SwinV2's 16 x 16 windows): the bias and the mask moved off its view fold
+    # into one addend, which oneDNN's attention pattern takes.
+    model = ShiftedWindowAttention(window=16)
+    module, _, graph = fuse(model, _windows(model, 1))
+    assert any({"aten::softmax", "aten::matmul"} <= set(kinds) for kinds in group_kinds(graph))
+    assert not any(n.kind() == "aten::softmax" for n in graph.nodes()), graph
+    for batch in (1, 2):
+        assert_matches(run(module, _windows(model, batch)), eager(model, _windows(model, batch)),
+                       "fp32")
+
+
+def test_attention_over_few_tokens_fuses_its_products_and_leaves_the_softmax_to_aten() -> None:
+    # Swin's 7 x 7 windows: oneDNN's attention kernel took 1.25-1.7x ATen's time there.
+    model = ShiftedWindowAttention(window=7)
+    module, _, graph = fuse(model, _windows(model, 1))
+    kinds = group_kinds(graph)
+    assert not any("aten::softmax" in k for k in kinds) and sum(
+        "aten::matmul" in k for k in kinds) == 2, kinds
+    assert "slower than ATen at this many tokens" in str(torch_graphfuse.last_report())
+    assert_matches(run(module, _windows(model, 1)), eager(model, _windows(model, 1)), "fp32")

@@ -30,8 +30,7 @@ def shift_mask() -> torch.Tensor:
 class WindowAttention(nn.Module):
     """timm's WindowAttention after its qkv projection: the mask added over a view that
     splits windows from batch ("split_view"), added directly after the position bias
-    ("bias_and_mask"; in both ATen runs the softmax), or one window's mask added alone
-    ("mask": one oneDNN attention partition)."""
+    ("bias_and_mask"), or one window's mask added alone ("mask")."""
 
     def __init__(self, mode: str, return_probabilities: bool = False) -> None:
         super().__init__()
@@ -81,9 +80,9 @@ def test_the_product_of_masked_probabilities_runs_flushed_and_matches_eager(mode
     out = run(module, inputs)
     assert flushed_runs() > 0
     assert_matches(out, eager(model, inputs), "fp32")
-    # Left to ATen, the softmax runs flushed too: only the product reads it.
-    assert softmax_kinds(graph) == ([] if mode == "mask" else ["graphfuse::softmax_flushed"]), \
-        graph
+    # Left to ATen (at 49 tokens oneDNN's attention kernel is slower than ATen), the
+    # softmax runs flushed too: only the product reads it.
+    assert softmax_kinds(graph) == ["graphfuse::softmax_flushed"], graph
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -30,6 +30,7 @@ from .workarounds import (
     int8_padding_windows,
     layer_norm_sum,
     pool_operand,
+    short_attention_softmaxes,
 )
 
 NAME = log.module_name(__file__)
@@ -54,6 +55,28 @@ def _partition_in_pieces(backend: BackendGraph, ops: list[BackendOp]
         first, first_refused = _partition_in_pieces(backend, ops[:middle])
         second, second_refused = _partition_in_pieces(backend, ops[middle:])
         return first + second, first_refused + second_refused
+
+
+SHORT_ATTENTION = ("oneDNN's attention kernel runs it slower than ATen at this many tokens; "
+                   "the products fuse without it")
+
+
+def _short_attention_split(backend: BackendGraph, mapped: MappedBlock, partitions: list[tuple]
+                           ) -> list[tuple]:
+    """The partitions, each attention one over few tokens partitioned again without its
+    softmaxes (workarounds.short_attention_softmaxes), which stay with ATen."""
+    result = []
+    for partition in partitions:
+        ops = [backend.ops[i] for i in partition[1]]
+        softmaxes = short_attention_softmaxes(ops, backend) if partition[0] else []
+        if not softmaxes:
+            result.append(partition)
+            continue
+        for op in softmaxes:
+            mapped.unmapped[op.node] = SHORT_ATTENTION
+        pieces, _ = _partition_in_pieces(backend, [op for op in ops if op not in softmaxes])
+        result += pieces
+    return result
 
 
 def exposed_values(backend: BackendGraph, nodes: list[torch._C.Node],
@@ -102,6 +125,7 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
     exposed_as: dict[int, torch._C.Value] = {}  # a group's tensor -> the view it gives
     left: list[tuple[list[torch._C.Node], str]] = []  # refused: their nodes, why
     partitions, refused = _partition_in_pieces(backend, backend.ops)
+    partitions = _short_attention_split(backend, mapped, partitions)
     for op_id, why in refused:
         op = backend.ops[op_id]
         name = op.node.kind() if op.node is not None else op.kind

@@ -125,6 +125,33 @@ def attention_reshaped_to_5d(ops: list[BackendOp], backend: BackendGraph) -> boo
                for op in ops)
 
 
+# The most tokens (rows and columns of the scores) at which oneDNN 3.12's attention kernel
+# was measured slower than ATen running the same ops.
+SHORT_ATTENTION_TOKENS = 112
+
+
+def short_attention_softmaxes(ops: list[BackendOp], backend: BackendGraph) -> list[BackendOp]:
+    """The written-out softmaxes (aten::softmax) of an attention partition (a SoftMax
+    between MatMuls) over at most SHORT_ATTENTION_TOKENS tokens. oneDNN 3.12 runs such a
+    partition with its decomposed kernel (`sdp_decomp_kernel_t`), a small matmul per batch
+    and head. On 2 threads of an AVX-512 Xeon, with a bias added, against ATen running the
+    same ops: 1.3-3.0x ATen's time at 32-64 tokens (fp32 and bf16; Swin's 49-token windows,
+    64 x 3 to 1 x 24 heads, 1.25-1.7x), 1.07-1.16x at 96, 0.98-1.07x at 112, 0.92-1.02x at
+    128, 0.90-0.98x at 144 and 0.80-0.95x at 197 (12 and 48 heads of 32 and 64). Without the
+    softmax, the products and what they fuse with are partitions of their own, at ATen's
+    time there (0.97-1.03x)."""
+    if not any(op.kind == "MatMul" for op in ops):
+        return []
+    found = []
+    for op in ops:
+        sizes = backend.tensors[op.inputs[0]].sizes if op.kind == "SoftMax" else None
+        if (sizes is not None and len(sizes) >= 2 and op.node is not None
+                and op.node.kind() == "aten::softmax"
+                and max(sizes[-2:]) <= SHORT_ATTENTION_TOKENS):
+            found.append(op)
+    return found
+
+
 def internal_diamond(ops: list[BackendOp]) -> bool:
     """Whether a binary op takes two results of one chain computed inside the
     partition (`bn(conv(x)) + conv(x)`: oneDNN 3.12's compile loops in fuse_post_ops,
