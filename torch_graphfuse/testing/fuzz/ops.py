@@ -125,6 +125,13 @@ _kind("filled_positions",
 # Swin's shifted-window mask: 0 where a constant is positive, -100 elsewhere, added to the
 # scores; its softmax gives denormal probabilities (exp(-100) = 3.7e-44).
 _kind("window_mask", "{0} + ({1} < 0).to({0}.dtype) * -100.0", aten=["lt", "to", "mul", "add"])
+# timm's Swin: a position bias, then the window mask added over a view that splits the
+# windows off the batch (here off dim {dim}), and the sum viewed back
+# (passes/addend_through_views moves the mask onto the scores, and
+# passes/fold_constant_addends makes the two addends one).
+_kind("split_view_mask", "(({0} + {1}).view(*{0}.shape[:{dim}], -1, {windows},"
+      " *{0}.shape[{dim} + 1:]) + ({2} < 0).to({0}.dtype) * -100.0).view({0}.shape)",
+      aten=["add", "size", "view", "lt", "to", "mul"])
 # A scale computed from a size as a 0-dim tensor (DeBERTa's attention scale).
 _kind("size_scale", "{0} / torch.sqrt(torch.tensor({0}.size({dim}), dtype=torch.float) * {k})"
       ".to({0}.dtype)", aten=["size", "to", "mul", "sqrt", "div"])

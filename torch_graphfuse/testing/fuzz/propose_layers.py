@@ -131,7 +131,20 @@ def p_attention(g: Gen) -> int | None:
     if s is None:
         return None
     s = g.emit(Op(choice(g.c, ["div", "mul"]), (s,), {"scalar": choice(g.c, [2.0, 0.5, 0.35])}))
-    if s is not None and chance(g.c, 0.5):
+    splits = [] if s is None else [
+        (d, w) for d in range(len(g.shape(s))) for w in (2, 3, 4)
+        if all(shape[d] % w == 0 for shape in g.shapes(s))]
+    if splits and chance(g.c, 0.6):
+        rank, shapes = len(g.shape(s)), g.shapes(s)
+        # Over the last two dims where every shape has the same, else broadcast.
+        bias = g.const((1,) * (rank - 2) + tuple(
+            n if all(shape[i] == n for shape in shapes) else 1
+            for i, n in enumerate(g.shape(s)[-2:], rank - 2)))
+        d, w = choice(g.c, splits)
+        mask = g.const((1,) * d + (1, w) + (1,) * (rank - d - 1))
+        s = None if bias is None or mask is None else g.emit(
+            Op("split_view_mask", (s, bias, mask), {"windows": w, "dim": d}))
+    elif s is not None and chance(g.c, 0.5):
         mask = g.const((1,) * (len(g.shape(s)) - 1) + (g.shape(s)[-1],))
         kind = choice(g.c, ["add", "window_mask"])
         s = None if mask is None else g.emit(Op(kind, (s, mask)))
