@@ -29,7 +29,7 @@ import torch
 
 from .. import log
 from . import defer_size_check
-from .graph_utils import WrittenMemory, all_nodes, ranks_that_may_vary
+from .graph_utils import WrittenMemory, all_nodes, profiled_sizes, ranks_that_may_vary
 
 NAME = log.module_name(__file__)
 
@@ -56,13 +56,6 @@ def _constant_int(item: Item) -> int | None:
         return None
     v = item.toIValue()
     return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _sizes(value: torch._C.Value) -> list[int] | None:
-    t = value.type()
-    if not isinstance(t, torch._C.TensorType) or t.sizes() is None or None in t.sizes():
-        return None
-    return list(t.sizes())
 
 
 def _strides(value: torch._C.Value) -> list[int] | None:
@@ -121,11 +114,12 @@ def _rewrite(graph: torch._C.Graph, add: torch._C.Node, varying: set[int],
         return False
     back = users[0].user
     x = view.inputsAt(0)
-    x_sizes, view_sizes = _sizes(x), _sizes(view.output())
+    x_sizes, view_sizes = profiled_sizes(x), profiled_sizes(view.output())
     x_type, x_strides = x.type(), _strides(x)
     if (x_sizes is None or x_strides is None or view_sizes is None or x.unique() in varying
             or not _splits_one_dim(x_sizes, view_sizes)
-            or _sizes(add.output()) != view_sizes or _sizes(back.output()) != x_sizes
+            or profiled_sizes(add.output()) != view_sizes
+            or profiled_sizes(back.output()) != x_sizes
             or not _keeps_shape(constant, items) or not constant.is_floating_point()
             or x_type.dtype() != constant.dtype or add.output().type().dtype() != constant.dtype
             or written.may_write([x, view.output(), add.output()])):

@@ -20,7 +20,13 @@ from __future__ import annotations
 import torch
 
 from .. import log
-from .graph_utils import WrittenMemory, all_nodes, constant_number
+from .graph_utils import (
+    WrittenMemory,
+    all_nodes,
+    constant_number,
+    profiled_dtype,
+    profiled_sizes,
+)
 
 NAME = log.module_name(__file__)
 
@@ -44,30 +50,18 @@ def _bounded(t: torch.Tensor) -> bool:
     return bool(torch.isfinite(t).all()) and (t.numel() == 0 or t.abs().max().item() <= limit)
 
 
-def _dtype(value: torch._C.Value) -> torch.dtype | None:
-    t = value.type()
-    return t.dtype() if isinstance(t, torch._C.TensorType) else None
-
-
-def _sizes(value: torch._C.Value) -> list[int] | None:
-    t = value.type()
-    if not isinstance(t, torch._C.TensorType) or t.sizes() is None or None in t.sizes():
-        return None
-    return list(t.sizes())
-
-
 def _fold(graph: torch._C.Graph, outer: torch._C.Node, written: WrittenMemory) -> bool:
     inner, b = outer.inputsAt(0).node(), outer.inputsAt(1)
     if inner.kind() != "aten::add" or inner.inputsSize() != 3 or len(inner.output().uses()) != 1:
         return False
     x, a = inner.inputsAt(0), inner.inputsAt(1)
     sources = [_constant_source(a), _constant_source(b)]
-    dtype = _dtype(x)
-    sizes = [_sizes(a), _sizes(b)]
+    dtype = profiled_dtype(x)
+    sizes = [profiled_sizes(a), profiled_sizes(b)]
     if (constant_number(inner.inputsAt(2)) != 1 or constant_number(outer.inputsAt(2)) != 1
             or None in sizes or dtype is None or not dtype.is_floating_point
             or any(s is None or s.dtype != dtype or not _bounded(s) for s in sources)
-            or {_dtype(a), _dtype(b), _dtype(inner.output()), _dtype(outer.output())} != {dtype}
+            or {profiled_dtype(v) for v in (a, b, inner.output(), outer.output())} != {dtype}
             or written.may_write([a, b, inner.output()])):
         return False
     shape = torch.broadcast_shapes(*sizes)

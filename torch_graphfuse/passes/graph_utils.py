@@ -32,6 +32,20 @@ def insert_cast(graph: torch._C.Graph, value: torch._C.Value, dtype: torch.dtype
                        value.type().with_dtype(dtype))
 
 
+def profiled_dtype(value: torch._C.Value) -> torch.dtype | None:
+    """The dtype the profiling executor recorded for a tensor value, if any."""
+    t = value.type()
+    return t.dtype() if isinstance(t, torch._C.TensorType) else None
+
+
+def profiled_sizes(value: torch._C.Value) -> list[int] | None:
+    """The sizes recorded for a tensor value, where all are known."""
+    t = value.type()
+    if not isinstance(t, torch._C.TensorType) or t.sizes() is None or None in t.sizes():
+        return None
+    return list(t.sizes())
+
+
 def all_nodes(block: torch._C.Block) -> list[torch._C.Node]:
     """Every node of `block` and of the blocks nested in it, in order."""
     nodes = []

@@ -20,17 +20,12 @@ from __future__ import annotations
 import torch
 
 from .. import log
-from .graph_utils import all_nodes
+from .graph_utils import all_nodes, profiled_dtype
 
 NAME = log.module_name(__file__)
 
 _FLOATING = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _CASTS = frozenset({"aten::to", "aten::type_as", "aten::_to_copy", "aten::float"})
-
-
-def _dtype(value: torch._C.Value) -> torch.dtype | None:
-    t = value.type()
-    return t.dtype() if isinstance(t, torch._C.TensorType) else None
 
 
 def _scalar_constant(value: torch._C.Value) -> bool:
@@ -46,12 +41,12 @@ def analyze(graph: torch._C.Graph) -> frozenset[int]:
     """Ids of the floating-point values that are integer data."""
     derived: set[int] = set()
     for node in all_nodes(graph.block()):
-        outputs = [v for v in node.outputs() if _dtype(v) in _FLOATING]
+        outputs = [v for v in node.outputs() if profiled_dtype(v) in _FLOATING]
         if not outputs:
             continue
         tensors = [v for v in node.inputs() if isinstance(v.type(), torch._C.TensorType)]
         integer = {v.unique() for v in tensors
-                   if _dtype(v) is not None and not _dtype(v).is_floating_point}
+                   if profiled_dtype(v) is not None and not profiled_dtype(v).is_floating_point}
         if node.kind() == "aten::arange" or (node.kind() in _CASTS and tensors
                                               and tensors[0].unique() in integer):
             derived.update(v.unique() for v in outputs)
