@@ -13,16 +13,19 @@ from torch_graphfuse.passes import defer_size_check
 from torch_graphfuse.testing import runner
 
 
-def _size_reads(source: str, weight_rows: int | None = None) -> list[tuple[str, object]]:
+def _size_reads(source: str, weight_rows: int | None = None,
+                weight: torch.Tensor | None = None) -> list[tuple[str, object]]:
     """(the read tensor's name, or its op where it is no input; the dim) of each size the
     graph returns, or ("value", the constant or the value's name) where it is no read.
     With `weight_rows`, the graph's second input becomes a constant (rows, 32) weight, as
-    freezing makes it."""
+    freezing makes it (or `weight` itself)."""
     graph = torch._C.parse_ir(source)
     if weight_rows is not None:
+        weight = torch.zeros(weight_rows, 32)
+    if weight is not None:
         with graph.insert_point_guard(next(graph.nodes())):
-            weight = graph.insertConstant(torch.zeros(weight_rows, 32))
-        list(graph.inputs())[1].replaceAllUsesWith(weight)
+            constant = graph.insertConstant(weight)
+        list(graph.inputs())[1].replaceAllUsesWith(constant)
         graph.eraseInput(1)
     defer_size_check.run(graph)
     reads = []
@@ -340,3 +343,32 @@ def test_size_of_a_view_to_a_constant_shape_is_its_item() -> None:
           return (%a, %b)""") == [
         # The inferred size is x's count over 49 * 96, which no single read of x gives.
         ("value", 49), ("aten::view", 0)]
+
+
+def test_size_of_a_convolution_a_padding_and_a_roll() -> None:
+    # Swin reads its patch embedding's channels for every window view, and its windows'
+    # sizes after a roll and a padding to whole windows.
+    assert _size_reads("""
+        graph(%x : Float(1, 3, 8, 8), %w : Float(32, 3, 4, 4), %n : int):
+          %none : NoneType = prim::Constant()
+          %zero : int = prim::Constant[value=0]()
+          %one : int = prim::Constant[value=1]()
+          %two : int = prim::Constant[value=2]()
+          %three : int = prim::Constant[value=3]()
+          %strides : int[] = prim::Constant[value=[4, 4]]()
+          %pads : int[] = prim::Constant[value=[0, 0]]()
+          %dilations : int[] = prim::Constant[value=[1, 1]]()
+          %y : Float(1, 32, 2, 2) = aten::conv2d(%x, %w, %none, %strides, %pads, %dilations, %one)
+          %order : int[] = prim::Constant[value=[0, 2, 3, 1]]()
+          %t : Float(1, 2, 2, 32) = aten::permute(%y, %order)
+          %shifts : int[] = prim::Constant[value=[1, 1]]()
+          %dims : int[] = prim::Constant[value=[1, 2]]()
+          %r : Float(1, 2, 2, 32) = aten::roll(%t, %shifts, %dims)
+          %amounts : int[] = prim::ListConstruct(%zero, %zero, %zero, %n, %zero, %n)
+          %mode : str = prim::Constant[value="constant"]()
+          %p : Float(1, 2, 2, 32) = aten::pad(%r, %amounts, %mode, %none)
+          %c : int = aten::size(%p, %three)
+          %h : int = aten::size(%p, %one)
+          return (%c, %h)""", weight=torch.zeros(32, 3, 4, 4)) == [
+        # The channels are the weight's; the height is padded by a size read at run time.
+        ("value", 32), ("aten::pad", 1)]

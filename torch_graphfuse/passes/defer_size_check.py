@@ -15,7 +15,9 @@ constant tensor has the constant's size where that is not 1 (the broadcast raise
 other's is 1 or the same) and the other operand's elsewhere. A product of two tensors of one
 rank has the first's rows and the second's columns, and a batch dim where both operands'
 sizes are read from the same value (q and k, pieces of one unbind); operands read apart may
-broadcast one against the other, so that read stays.
+broadcast one against the other, so that read stays. A convolution's channels are its
+constant weight's first dim; a padding keeps the dims it pads by constant zeros (or not at
+all), and a roll all of them.
 
 Hugging Face merges the heads after attention with `attn.transpose(1, 2).contiguous()` and
 reshapes it with that copy's sizes, so the copy is read for its sizes and could not join the
@@ -35,6 +37,7 @@ from .graph_utils import all_nodes, constant_number, ranks_that_may_vary
 # Ops whose output has exactly the sizes of their first input, whatever they are.
 SHAPE_PRESERVING = UNARY_ELEMENTWISE | {
     "aten::softmax", "aten::log_softmax", "aten::layer_norm", "aten::to", "aten::contiguous",
+    "aten::roll",
 }
 _RESHAPES = frozenset({"aten::view", "aten::reshape"})
 
@@ -163,6 +166,10 @@ def _through_view(graph: torch._C.Graph, value: torch._C.Value, dim: int, varyin
         return items[d] if _known_size(items[d]) else _inferred(graph, node, items, d, varying)
     if kind == "prim::ListUnpack":
         return _through_unbind(graph, node, dim, varying)
+    if kind in _CONVOLUTIONS:
+        return _through_convolution(graph, node, value, dim)
+    if kind in ("aten::pad", "aten::constant_pad_nd"):
+        return _through_pad(node, dim, varying)
     if kind == "aten::matmul":
         return _through_matmul(graph, node, dim, varying)
     if kind in BINARY_ARITHMETIC:
@@ -242,6 +249,47 @@ def _through_unbind(graph: torch._C.Graph, node: torch._C.Node, dim: int, varyin
     if u_ is None or d is None:
         return None
     return _known(graph, x, d if d < u_ else d + 1, varying)
+
+
+# Convolutions, and the index of their `transposed` flag where they have one.
+_CONVOLUTIONS = {"aten::conv1d": None, "aten::conv2d": None, "aten::conv3d": None,
+                 "aten::_convolution": 6, "aten::convolution": 6}
+
+
+def _through_convolution(graph: torch._C.Graph, node: torch._C.Node, value: torch._C.Value,
+                         dim: int) -> torch._C.Value | None:
+    """A convolution's channels are its constant weight's first dim (Swin reads its patch
+    embedding's channels for every window view)."""
+    flag = _CONVOLUTIONS[node.kind()]
+    weight = node.inputsAt(1)
+    rank = _rank(value)
+    if (rank is None or rank < 3 or _normalized(dim, rank) != 1
+            or weight.node().kind() != "prim::Constant"
+            or not isinstance(weight.toIValue(), torch.Tensor)
+            or (flag is not None and (node.inputsAt(flag).node().kind() != "prim::Constant"
+                                      or node.inputsAt(flag).toIValue() is not False))):
+        return None
+    return graph.insertConstant(weight.toIValue().size(0))
+
+
+def _through_pad(node: torch._C.Node, dim: int, varying: set[int]
+                 ) -> tuple[torch._C.Value, int] | None:
+    """A padding keeps the size of a dim it pads by constant zeros, or does not pad."""
+    x, pads = node.inputsAt(0), node.inputsAt(1)
+    rank = _rank(x)
+    d = None if rank is None or x.unique() in varying else _normalized(dim, rank)
+    if d is None:
+        return None
+    if pads.node().kind() == "prim::ListConstruct":
+        amounts = [_constant_ints(v) for v in pads.node().inputs()]
+    else:
+        listed = _constant_ints(pads)
+        amounts = None if listed is None else [[n] for n in listed]
+    pair = 2 * (rank - 1 - d)
+    if amounts is None or (pair + 1 < len(amounts)
+                           and (amounts[pair] != [0] or amounts[pair + 1] != [0])):
+        return None
+    return x, d
 
 
 def _through_matmul(graph: torch._C.Graph, node: torch._C.Node, dim: int, varying: set[int]
