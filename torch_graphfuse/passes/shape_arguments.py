@@ -32,9 +32,9 @@ from ..aten_ops import DTYPE_OF_CODE
 
 NAME = log.module_name(__file__)
 
-# Ops whose argument 1 is a shape their mapping reads (the oneDNN reshape and rms_norm
+# Ops whose argument 1 is a shape their mapping reads (the oneDNN reshape, rms_norm and pad
 # lowerings).
-SHAPE_CONSUMERS = frozenset({"aten::view", "aten::reshape", "aten::rms_norm"})
+SHAPE_CONSUMERS = frozenset({"aten::view", "aten::reshape", "aten::rms_norm", "aten::pad"})
 
 
 def _add(a: Any, b: Any, alpha: Any = 1) -> Any:
@@ -43,6 +43,10 @@ def _add(a: Any, b: Any, alpha: Any = 1) -> Any:
 
 def _sub(a: Any, b: Any, alpha: Any = 1) -> Any:
     return a - alpha * b
+
+
+def _rsub(a: Any, b: Any, alpha: Any = 1) -> Any:
+    return b - alpha * a
 
 
 # Arithmetic over sizes: kind -> the function of its argument values.
@@ -55,6 +59,10 @@ ARITHMETIC: dict[str, Callable[..., Any]] = {
     "aten::sub": _sub,
     "aten::floordiv": operator.floordiv,
     "aten::floor_divide": torch.floor_divide,
+    # Python's % and torch.remainder both take the divisor's sign (Swin's padding to whole
+    # windows, `(window - h % window) % window`).
+    "aten::remainder": operator.mod,
+    "aten::rsub": _rsub,
     "aten::__getitem__": operator.getitem,
 }
 

@@ -51,6 +51,21 @@ def reshape(lo: Lowering) -> None:
             special_zero=False)
 
 
+@lowering("aten::pad", static_shapes=True)
+def pad(lo: Lowering) -> None:
+    """A constant padding by zero at the profiled sizes (Swin pads to whole windows, by
+    amounts computed from sizes, zero where they divide): eager returns a copy of its input
+    in its strides, which the op computing that input gives (the node joins its partition).
+    oneDNN has no pad: other amounts stay with ATen, as other sizes do (the guard)."""
+    # aten::pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None)
+    if lo.const(2) != "constant":
+        raise Unsupported(f"a {lo.const(2)} padding")
+    if any(lo.shape(1)):
+        raise Unsupported("padding by other than zero")
+    if not lo.alias_input():
+        raise Unsupported("a padding by zero of a tensor no fused op computes (a copy)")
+
+
 @lowering("aten::contiguous")
 def contiguous(lo: Lowering) -> None:
     x, out = lo.input(0), lo.output()
