@@ -4,7 +4,7 @@ profiled graph while fusion is enabled:
     mutation_removal -> reference_quantization -> quantized_weights -> split_dequantize
       -> decompose -> rms_norm
       -> prepare_binary -> scalar_before_transpose -> defer_size_check -> addend_through_views
-      -> fold_constant_addends -> shape_arguments
+      -> fold_constant_addends -> linear_leading_views -> shape_arguments
       -> alias_casts
       -> finiteness -> integer_data
       -> per block, each registered backend's partitioner -> rewrite -> rms_norm unfold
@@ -39,6 +39,7 @@ from .passes import (
     finiteness,
     fold_constant_addends,
     integer_data,
+    linear_leading_views,
     mutation_removal,
     prepare_binary,
     quantized_weights,
@@ -116,6 +117,7 @@ def _run_passes(graph: torch._C.Graph) -> None:
     log.logged_pass("defer_size_check", graph, lambda: defer_size_check.run(graph))
     log.logged_pass("addend_through_views", graph, lambda: addend_through_views.run(graph))
     log.logged_pass("fold_constant_addends", graph, lambda: fold_constant_addends.run(graph))
+    log.logged_pass("linear_leading_views", graph, lambda: linear_leading_views.run(graph))
     log.logged_pass("shape_arguments", graph, lambda: shape_arguments.run(graph))
     log.logged_pass("alias_casts", graph, lambda: alias_casts.run(graph))
     groups: list[torch._C.Node] = []

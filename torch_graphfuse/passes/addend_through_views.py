@@ -29,12 +29,18 @@ import torch
 
 from .. import log
 from . import defer_size_check
-from .graph_utils import WrittenMemory, all_nodes, profiled_sizes, ranks_that_may_vary
+from .graph_utils import (
+    WrittenMemory,
+    all_nodes,
+    inferred_size,
+    int_list,
+    profiled_sizes,
+    ranks_that_may_vary,
+)
 
 NAME = log.module_name(__file__)
 
 _RESHAPES = frozenset({"aten::view", "aten::reshape"})
-_INT = torch._C.IntType.get()
 
 
 Item = torch._C.Value | int
@@ -81,26 +87,6 @@ def _splits_one_dim(x_sizes: list[int], view_sizes: list[int]) -> bool:
         and view_sizes[d] * view_sizes[d + 1] == x_sizes[d] for d in range(len(x_sizes)))
 
 
-def _int_op(graph: torch._C.Graph, kind: str, a: torch._C.Value, b: torch._C.Value
-            ) -> torch._C.Value:
-    node = graph.insertNode(graph.create(kind, [a, b], 1))
-    node.output().setType(_INT)
-    return node.output()
-
-
-def _int_list(graph: torch._C.Graph, items: list[torch._C.Value]) -> torch._C.Value:
-    node = graph.insertNode(graph.create("prim::ListConstruct", items, 1))
-    node.output().setType(torch._C.ListType.ofInts())
-    return node.output()
-
-
-def _product(graph: torch._C.Graph, values: list[torch._C.Value]) -> torch._C.Value:
-    product = values[0] if values else graph.insertConstant(1)
-    for value in values[1:]:
-        product = _int_op(graph, "aten::mul", product, value)
-    return product
-
-
 def _rewrite(graph: torch._C.Graph, add: torch._C.Node, varying: set[int],
              written: WrittenMemory) -> bool:
     view, addend = add.inputsAt(0).node(), add.inputsAt(1)
@@ -130,14 +116,13 @@ def _rewrite(graph: torch._C.Graph, add: torch._C.Node, varying: set[int],
         full = [graph.insertConstant(i) if isinstance(i, int) else i for i in items]
         if inferred:
             others = [item for i, item in enumerate(full) if i != inferred[0]]
-            full[inferred[0]] = _int_op(graph, "aten::floordiv", _product(graph, reads),
-                                        _product(graph, others))
-        expand_shape = _int_list(graph, full)
+            full[inferred[0]] = inferred_size(graph, reads, others)
+        expand_shape = int_list(graph, full)
         expanded = graph.insertNode(graph.create(
             "aten::expand", [addend, expand_shape, graph.insertConstant(False)], 1))
         expanded_value = constant.expand(view_sizes)
         expanded.output().setType(torch._C.TensorType.create_from_tensor(expanded_value))
-        x_shape = _int_list(graph, reads)
+        x_shape = int_list(graph, reads)
         moved = graph.insertNode(graph.create("aten::reshape", [expanded.output(), x_shape], 1))
         moved_value = expanded_value.reshape(x_sizes)
         moved.output().setType(torch._C.TensorType.create_from_tensor(moved_value))

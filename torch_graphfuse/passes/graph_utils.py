@@ -46,6 +46,62 @@ def profiled_sizes(value: torch._C.Value) -> list[int] | None:
     return list(t.sizes())
 
 
+def int_list(graph: torch._C.Graph, items: list[torch._C.Value]) -> torch._C.Value:
+    """An int[] built from the items at the graph's insert point."""
+    node = graph.insertNode(graph.create("prim::ListConstruct", items, 1))
+    node.output().setType(torch._C.ListType.ofInts())
+    return node.output()
+
+
+def int_op(graph: torch._C.Graph, kind: str, a: torch._C.Value, b: torch._C.Value
+           ) -> torch._C.Value:
+    """`kind` (aten::mul, aten::floordiv) of two ints at the graph's insert point."""
+    node = graph.insertNode(graph.create(kind, [a, b], 1))
+    node.output().setType(torch._C.IntType.get())
+    return node.output()
+
+
+def int_product(graph: torch._C.Graph, values: list[torch._C.Value]) -> torch._C.Value:
+    """The product of ints, its constant factors multiplied here."""
+    constant, others = 1, []
+    for value in values:
+        n = value.toIValue() if value.node().kind() == "prim::Constant" else None
+        if isinstance(n, int):
+            constant *= n
+        else:
+            others.append(value)
+    product = graph.insertConstant(constant) if constant != 1 or not others else None
+    for value in others:
+        product = value if product is None else int_op(graph, "aten::mul", product, value)
+    assert product is not None
+    return product
+
+
+def _int_constant(value: torch._C.Value) -> int | None:
+    n = value.toIValue() if value.node().kind() == "prim::Constant" else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def inferred_size(graph: torch._C.Graph, sizes: list[torch._C.Value],
+                  others: list[torch._C.Value]) -> torch._C.Value:
+    """The size a view of a tensor of these sizes infers for its -1: the element count over
+    the others' product, the values on both sides cancelled first (where the view is valid,
+    the others divide the count, and so what is left of them divides what is left of it)."""
+    left = list(sizes)
+    divisors = []
+    for value in others:
+        n = _int_constant(value)
+        same = next((i for i, v in enumerate(left) if v.unique() == value.unique()
+                     or (n is not None and _int_constant(v) == n)), None)
+        if same is None:
+            divisors.append(value)
+        else:
+            del left[same]
+    count = int_product(graph, left)
+    return count if not divisors else int_op(graph, "aten::floordiv", count,
+                                             int_product(graph, divisors))
+
+
 def all_nodes(block: torch._C.Block) -> list[torch._C.Node]:
     """Every node of `block` and of the blocks nested in it, in order."""
     nodes = []
