@@ -138,3 +138,24 @@ def test_a_group_with_a_division_by_a_tensor_is_not_flushed() -> None:
     torch_graphfuse.reset_kernel_stats()
     assert_matches(run(module, inputs), eager(model, inputs), "fp32")
     assert flushed_runs() == 0
+
+
+def test_size_arithmetic_in_a_group_leaves_it_flushed() -> None:
+    # Swin's window sizes, `h // 7` on the 0-dim tensors tracing makes of sizes, join the
+    # group of the product with the values; a float tensor divided the same way could turn
+    # a flushed -1e-44 into 0 where eager gives -1.
+    graph = torch._C.parse_ir("""
+        graph(%x : Float(4, 8)):
+          %zero : int = prim::Constant[value=0]()
+          %seven : int = prim::Constant[value=7]()
+          %h : int = aten::size(%x, %zero)
+          %t : Tensor = prim::NumToTensor(%h)
+          %q : Tensor = aten::floor_divide(%t, %seven)
+          %n : int = aten::Int(%q)
+          %f : Float(4, 8) = aten::floor_divide(%x, %seven)
+          return (%n, %f)""")
+    bounded = [(n.kind(), flush_denormals._bounded(n)) for n in graph.nodes()
+               if n.kind() != "prim::Constant"]
+    assert bounded == [("aten::size", True), ("prim::NumToTensor", True),
+                       ("aten::floor_divide", True), ("aten::Int", True),
+                       ("aten::floor_divide", False)]

@@ -33,6 +33,7 @@ import torch
 
 from ... import log
 from ...group_schema import ATTR, ONEDNN, SOFTMAX_FLUSHED, backend, is_group, subgraph
+from ...passes import shape_arguments
 
 NAME = log.module_name(__file__)
 ENV = "TORCH_GRAPHFUSE_FLUSH_DENORMALS"
@@ -73,9 +74,23 @@ def _divides_by_a_number(node: torch._C.Node) -> bool:
         divisor.node().kind() == "prim::Constant"
 
 
+def _size_scalar(value: torch._C.Value) -> bool:
+    """A 0-dim tensor tracing made of a size (`prim::NumToTensor`) or of a number, or computed
+    from such by shape arithmetic (Swin's `h // 7`)."""
+    node = value.node()
+    if node.kind() == "prim::NumToTensor":
+        return True
+    if node.kind() == "prim::Constant":
+        number = value.toIValue()
+        return isinstance(number, (int, float)) or (
+            isinstance(number, torch.Tensor) and number.dim() == 0)
+    return node.kind() in shape_arguments.ARITHMETIC and all(
+        _size_scalar(v) for v in node.inputs() if isinstance(v.type(), torch._C.TensorType))
+
+
 def _bounded(node: torch._C.Node) -> bool:
     values = list(node.inputs()) + list(node.outputs())
-    if not any(_floating(v) for v in values):
+    if not any(_floating(v) and not _size_scalar(v) for v in values):
         return True  # integer shape arithmetic
     kind = node.kind()
     if kind == "aten::div":
