@@ -132,6 +132,17 @@ _kind("window_mask", "{0} + ({1} < 0).to({0}.dtype) * -100.0", aten=["lt", "to",
 _kind("split_view_mask", "(({0} + {1}).view(*{0}.shape[:{dim}], -1, {windows},"
       " *{0}.shape[{dim} + 1:]) + ({2} < 0).to({0}.dtype) * -100.0).view({0}.shape)",
       aten=["add", "size", "view", "lt", "to", "mul"])
+# Swin's padding to whole windows: by zero where the size divides (a copy, which joins
+# the group computing its input), by amounts computed from sizes.
+_kind("window_pad", "F.pad({0}, (0, 0, 0, ({windows} - {0}.size(-2) % {windows}) % {windows}))",
+      aten=["size", "remainder", "rsub", "pad"])
+# Swin's window partition and reversal around a projection: the windows, permuted off the
+# rows and copied, as the linear's rows; its result viewed, permuted back and copied
+# (passes/linear_leading_views fuses the copies with the linear).
+_kind("window_linear", "F.linear({0}.view({0}.shape[0], -1, {windows}, {fin}).transpose(1, 2)"
+      ".contiguous().view(-1, {fin}), {1}).view({0}.shape[0], {windows}, -1, {fout})"
+      ".transpose(1, 2).contiguous().view({0}.shape[0], -1, {fout})",
+      aten=["size", "view", "transpose", "contiguous", "linear"])
 # A scale computed from a size as a 0-dim tensor (DeBERTa's attention scale).
 _kind("size_scale", "{0} / torch.sqrt(torch.tensor({0}.size({dim}), dtype=torch.float) * {k})"
       ".to({0}.dtype)", aten=["size", "to", "mul", "sqrt", "div"])

@@ -152,6 +152,23 @@ def p_attention(g: Gen) -> int | None:
     return None if p is None else g.emit(Op("matmul", (p, v)))
 
 
+def p_windows(g: Gen) -> int | None:
+    """Swin's padding to whole windows, or its window partition and reversal around a
+    linear, over the second to last dim."""
+    x = g.pick(lambda v: len(g.shape(v)) == 3 and g.layer_ok(v))
+    if x is None:
+        return None
+    shapes = g.shapes(x)
+    windows = [w for w in (2, 3, 4) if all(shape[1] % w == 0 for shape in shapes)]
+    if not windows or chance(g.c, 0.4):
+        return g.emit(Op("window_pad", (x,), {"windows": choice(g.c, [2, 3, 4])}))
+    fin, fout = g.shape(x)[-1], choice(g.c, [4, 8, 16])
+    weight = None if any(shape[-1] != fin for shape in shapes) else g.const((fout, fin))
+    return None if weight is None else g.emit(Op(
+        "window_linear", (x, weight), {"windows": choice(g.c, windows), "fin": fin,
+                                       "fout": fout}))
+
+
 def p_batch_norm(g: Gen) -> int | None:
     x = g.pick(lambda v: 2 <= len(g.shape(v)) <= 5 and g.layer_ok(v))
     if x is None:
