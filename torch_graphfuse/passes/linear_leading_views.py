@@ -17,11 +17,14 @@ after the output projection: `proj(a).view(-1, 7, 7, c).view(b, h / 7, w / 7, 7,
 Eager's values: every view keeps the last dim (the last item of each shape is the constant
 the weight fixes; so is y's last dim, through the views and permutes that make y; x's rows
 keep x's last size, which the linear checks as eager's did), so the rows are the same rows in
-the same order, and the results are new tensors either way. Not where anything writes these
-tensors in place.
+the same order, and the results are new tensors either way. The views dropped raise where the
+reshape kept does (their constant items divide its). Not where anything writes these tensors
+in place.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -138,6 +141,7 @@ def _before(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
     # Only where the product's readers move data: an op that would fuse into the linear as a
     # post-op cannot across the reshape this adds.
     if (copies != 1 or chain[0].kind() not in _RESHAPES or dtype is None
+            or not _raise_alike([n for n in chain[1:] if n.kind() in _RESHAPES], chain[0])
             or not all(u.user.kind() in _MOVES for u in linear.output().uses())
             or written.may_write([value, *(n.output() for n in chain)])):
         return False
@@ -162,6 +166,30 @@ def _before(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
     return True
 
 
+def _item_values(view: torch._C.Node) -> list[int | None]:
+    """Each of a view's shape items as its constant int, or None where it is computed."""
+    shape = view.inputsAt(1)
+    if shape.node().kind() == "prim::ListConstruct":
+        items = [v.toIValue() if v.node().kind() == "prim::Constant" else None
+                 for v in shape.node().inputs()]
+    else:
+        listed = shape.toIValue() if shape.node().kind() == "prim::Constant" else None
+        items = listed if isinstance(listed, list) else [None]
+    return [n if isinstance(n, int) else None for n in items]
+
+
+def _raise_alike(views: list[torch._C.Node], last: torch._C.Node) -> bool:
+    """Whether the views dropped beside the one kept (`last`, whose shape the reshape
+    takes) raise only where it does: each has constant items, whose product divides that of
+    `last`'s constant items (an element count `last` accepts is a multiple of those)."""
+    kept = math.prod(n for n in _item_values(last) if n is not None and n != -1)
+    for view in views:
+        items = _item_values(view)
+        if None in items or kept % max(math.prod(n for n in items if n != -1), 1):
+            return False
+    return True
+
+
 def _size_read(node: torch._C.Node) -> bool:
     return (node.kind() == "aten::size" and node.inputsSize() == 2
             and node.inputsAt(1).node().kind() == "prim::Constant")
@@ -170,8 +198,8 @@ def _size_read(node: torch._C.Node) -> bool:
 def _read_sizes_from(graph: torch._C.Graph, node: torch._C.Node, y: torch._C.Value,
                      varying: set[int]) -> None:
     """The sizes read of a chain node's result (Swin reads its windows' count for the qkv
-    reshape), computed from y's instead, so that nothing holds the copy: a contiguous copy
-    has y's sizes, a view its shape's items, the one it infers being y's element count over
+    reshape), computed otherwise, so that nothing holds the copy: a contiguous copy has its
+    input's sizes, a view its shape's items, the one it infers being y's element count over
     the others."""
     for read in [u.user for u in node.output().uses() if _size_read(u.user)]:
         with graph.insert_point_guard(read):
@@ -180,7 +208,7 @@ def _read_sizes_from(graph: torch._C.Graph, node: torch._C.Node, y: torch._C.Val
             assert sizes is not None
             d = dim % len(sizes)
             if node.kind() == "aten::contiguous":
-                value = defer_size_check.read_size(graph, y, d, varying)
+                value = defer_size_check.read_size(graph, node.inputsAt(0), d, varying)
             else:
                 items = _shape_items(node, graph)
                 assert items is not None
@@ -214,6 +242,7 @@ def _after(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
     x = linear.inputsAt(0)
     sizes = profiled_sizes(value)
     if (not chain or len(readers) != 1 or readers[0].user.kind() not in _TRANSPOSES
+            or not _raise_alike(chain[:-1], chain[-1])
             or sizes is None
             or written.may_write([x, linear.output(), *(n.output() for n in chain)])):
         return False
