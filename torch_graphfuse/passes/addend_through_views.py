@@ -30,12 +30,15 @@ import torch
 from .. import log
 from . import defer_size_check
 from .graph_utils import (
+    ShapeItem,
     WrittenMemory,
     all_nodes,
     inferred_size,
+    int_constant,
     int_list,
     profiled_sizes,
     ranks_that_may_vary,
+    shape_items,
 )
 
 NAME = log.module_name(__file__)
@@ -43,39 +46,18 @@ NAME = log.module_name(__file__)
 _RESHAPES = frozenset({"aten::view", "aten::reshape"})
 
 
-Item = torch._C.Value | int
-
-
-def _shape_items(node: torch._C.Node) -> list[Item] | None:
-    """A view's shape argument, item by item: a list built in the graph, or a constant."""
-    shape = node.inputsAt(1)
-    if shape.node().kind() == "prim::ListConstruct":
-        return list(shape.node().inputs())
-    constant = shape.toIValue() if shape.node().kind() == "prim::Constant" else None
-    return list(constant) if isinstance(constant, list) else None
-
-
-def _constant_int(item: Item) -> int | None:
-    if isinstance(item, int):
-        return item
-    if item.node().kind() != "prim::Constant":
-        return None
-    v = item.toIValue()
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
 def _strides(value: torch._C.Value) -> list[int] | None:
     strides = value.type().strides()
     return None if strides is None or None in strides else list(strides)
 
 
-def _keeps_shape(constant: torch.Tensor, items: list[Item]) -> bool:
+def _keeps_shape(constant: torch.Tensor, items: list[ShapeItem]) -> bool:
     """Whether adding the constant to a tensor of these shape items keeps its shape at every
     call: each dim of the constant above 1 faces a constant item of that size."""
     if constant.dim() > len(items):
         return False
     aligned = items[len(items) - constant.dim():]
-    return all(size == 1 or _constant_int(item) == size
+    return all(size == 1 or int_constant(item) == size
                for size, item in zip(constant.shape, aligned, strict=True))
 
 
@@ -94,7 +76,7 @@ def _rewrite(graph: torch._C.Graph, add: torch._C.Node, varying: set[int],
         return False
     constant = addend.toIValue()
     users = add.output().uses()
-    items = _shape_items(view)
+    items = shape_items(view)
     if (not isinstance(constant, torch.Tensor) or items is None or len(users) != 1
             or users[0].user.kind() not in _RESHAPES or users[0].offset != 0):
         return False
@@ -110,7 +92,7 @@ def _rewrite(graph: torch._C.Graph, add: torch._C.Node, varying: set[int],
             or x_type.dtype() != constant.dtype or add.output().type().dtype() != constant.dtype
             or written.may_write([x, view.output(), add.output()])):
         return False
-    inferred = [i for i, item in enumerate(items) if _constant_int(item) == -1]
+    inferred = [i for i, item in enumerate(items) if int_constant(item) == -1]
     with graph.insert_point_guard(add):
         reads = [defer_size_check.read_size(graph, x, d, varying) for d in range(len(x_sizes))]
         full = [graph.insertConstant(i) if isinstance(i, int) else i for i in items]

@@ -77,8 +77,23 @@ def int_product(graph: torch._C.Graph, values: list[torch._C.Value]) -> torch._C
     return product
 
 
-def _int_constant(value: torch._C.Value) -> int | None:
-    n = value.toIValue() if value.node().kind() == "prim::Constant" else None
+ShapeItem = torch._C.Value | int
+
+
+def shape_items(view: torch._C.Node) -> list[ShapeItem] | None:
+    """A view's shape argument, item by item: the values of a list built in the graph, or a
+    constant list's ints."""
+    shape = view.inputsAt(1)
+    if shape.node().kind() == "prim::ListConstruct":
+        return list(shape.node().inputs())
+    listed = shape.toIValue() if shape.node().kind() == "prim::Constant" else None
+    return list(listed) if isinstance(listed, list) else None
+
+
+def int_constant(item: ShapeItem) -> int | None:
+    """The int an item holds, where it is a constant."""
+    n = item if isinstance(item, int) else (
+        item.toIValue() if item.node().kind() == "prim::Constant" else None)
     return n if isinstance(n, int) and not isinstance(n, bool) else None
 
 
@@ -90,9 +105,9 @@ def inferred_size(graph: torch._C.Graph, sizes: list[torch._C.Value],
     left = list(sizes)
     divisors = []
     for value in others:
-        n = _int_constant(value)
+        n = int_constant(value)
         same = next((i for i, v in enumerate(left) if v.unique() == value.unique()
-                     or (n is not None and _int_constant(v) == n)), None)
+                     or (n is not None and int_constant(v) == n)), None)
         if same is None:
             divisors.append(value)
         else:

@@ -34,9 +34,11 @@ from .graph_utils import (
     WrittenMemory,
     all_nodes,
     inferred_size,
+    int_constant,
     int_list,
     profiled_sizes,
     ranks_that_may_vary,
+    shape_items,
 )
 
 NAME = log.module_name(__file__)
@@ -54,27 +56,23 @@ def _weight_sizes(linear: torch._C.Node) -> tuple[int, int] | None:
     return (t.size(0), t.size(1)) if isinstance(t, torch.Tensor) and t.dim() == 2 else None
 
 
-def _shape_items(view: torch._C.Node, graph: torch._C.Graph) -> list[torch._C.Value] | None:
+def _shape_values(view: torch._C.Node, graph: torch._C.Graph) -> list[torch._C.Value] | None:
     """A view's shape as int values (a constant list's items inserted as constants)."""
-    shape = view.inputsAt(1)
-    if shape.node().kind() == "prim::ListConstruct":
-        return list(shape.node().inputs())
-    listed = shape.toIValue() if shape.node().kind() == "prim::Constant" else None
-    if not isinstance(listed, list):
-        return None
-    return [graph.insertConstant(n) for n in listed]
+    items = shape_items(view)
+    return None if items is None else [
+        graph.insertConstant(i) if isinstance(i, int) else i for i in items]
+
+
+def _item_values(view: torch._C.Node) -> list[int | None]:
+    """Each of a view's shape items as its constant int, or None where it is computed."""
+    items = shape_items(view)
+    return [None] if items is None else [int_constant(i) for i in items]
 
 
 def _last_item(view: torch._C.Node) -> int | None:
     """The constant last item of a view's shape."""
-    shape = view.inputsAt(1)
-    if shape.node().kind() == "prim::ListConstruct":
-        last = list(shape.node().inputs())[-1]
-        value = last.toIValue() if last.node().kind() == "prim::Constant" else None
-    else:
-        listed = shape.toIValue() if shape.node().kind() == "prim::Constant" else None
-        value = listed[-1] if isinstance(listed, list) and listed else None
-    return value if isinstance(value, int) else None
+    values = _item_values(view)
+    return values[-1] if values else None
 
 
 def _last_dim_is(graph: torch._C.Graph, value: torch._C.Value, size: int,
@@ -149,7 +147,7 @@ def _before(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
     with graph.insert_point_guard(linear):
         if not _last_dim_is(graph, y, k, varying):
             return False
-        items = _shape_items(chain[0], graph)
+        items = _shape_values(chain[0], graph)
         y_sizes = profiled_sizes(y)
         if items is None or y_sizes is None:
             return False
@@ -164,18 +162,6 @@ def _before(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
     for node in chain:
         _read_sizes_from(graph, node, y, varying)
     return True
-
-
-def _item_values(view: torch._C.Node) -> list[int | None]:
-    """Each of a view's shape items as its constant int, or None where it is computed."""
-    shape = view.inputsAt(1)
-    if shape.node().kind() == "prim::ListConstruct":
-        items = [v.toIValue() if v.node().kind() == "prim::Constant" else None
-                 for v in shape.node().inputs()]
-    else:
-        listed = shape.toIValue() if shape.node().kind() == "prim::Constant" else None
-        items = listed if isinstance(listed, list) else [None]
-    return [n if isinstance(n, int) else None for n in items]
 
 
 def _raise_alike(views: list[torch._C.Node], last: torch._C.Node) -> bool:
@@ -210,7 +196,7 @@ def _read_sizes_from(graph: torch._C.Graph, node: torch._C.Node, y: torch._C.Val
             if node.kind() == "aten::contiguous":
                 value = defer_size_check.read_size(graph, node.inputsAt(0), d, varying)
             else:
-                items = _shape_items(node, graph)
+                items = _shape_values(node, graph)
                 assert items is not None
                 value = items[d]
                 if value.node().kind() == "prim::Constant" and value.toIValue() == -1:
@@ -250,7 +236,7 @@ def _after(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
     # last size, read here: where it is not the weight's, the linear raises, as eager's did.
     x_sizes = profiled_sizes(x)
     with graph.insert_point_guard(chain[-1]):
-        items = _shape_items(chain[-1], graph)
+        items = _shape_values(chain[-1], graph)
         if items is None or x_sizes is None or x.unique() in varying:
             return False
         last = defer_size_check.read_size(graph, x, len(x_sizes) - 1, varying)
