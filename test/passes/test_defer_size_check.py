@@ -372,3 +372,23 @@ def test_size_of_a_convolution_a_padding_and_a_roll() -> None:
           return (%c, %h)""", weight=torch.zeros(32, 3, 4, 4)) == [
         # The channels are the weight's; the height is padded by a size read at run time.
         ("value", 32), ("aten::pad", 1)]
+
+
+def test_sizes_of_a_list_input_and_of_a_convolution_of_a_varying_rank_stay() -> None:
+    # A piece of a list the graph is given has no unbind to read through; a squeeze may give
+    # the convolution an unbatched input at another call, whose dim 1 is then a height.
+    assert _size_reads("""
+        graph(%xs : Tensor[], %w : Float(32, 3, 4, 4)):
+          %none : NoneType = prim::Constant()
+          %zero : int = prim::Constant[value=0]()
+          %one : int = prim::Constant[value=1]()
+          %a : Float(2, 3, 8, 8), %b : Float(2, 3, 8, 8) = prim::ListUnpack(%xs)
+          %s : Float(2, 3, 8, 8) = aten::squeeze(%a, %zero)
+          %strides : int[] = prim::Constant[value=[4, 4]]()
+          %pads : int[] = prim::Constant[value=[0, 0]]()
+          %dilations : int[] = prim::Constant[value=[1, 1]]()
+          %y : Float(2, 32, 2, 2) = aten::conv2d(%s, %w, %none, %strides, %pads, %dilations, %one)
+          %n : int = aten::size(%b, %zero)
+          %c : int = aten::size(%y, %one)
+          return (%n, %c)""", weight=torch.zeros(32, 3, 4, 4)) == [
+        ("prim::ListUnpack", 0), ("aten::conv2d", 1)]

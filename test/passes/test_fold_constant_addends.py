@@ -13,10 +13,10 @@ from torch import nn
 from torch_graphfuse.passes import fold_constant_addends
 
 TWO_ADDS = """
-    graph(%x : Float(2, 3, 4), %a : Tensor, %b : Tensor):
+    graph(%x : Float(2, 3, 4, device=cpu), %a : Tensor, %b : Tensor):
       %one : int = prim::Constant[value=1]()
-      %y : Float(2, 3, 4) = aten::add(%x, %a, %one)
-      %z : Float(2, 3, 4) = aten::add(%y, %b, %one)
+      %y : Float(2, 3, 4, device=cpu) = aten::add(%x, %a, %one)
+      %z : Float(2, 3, 4, device=cpu) = aten::add(%y, %b, %one)
       return (%z)"""
 
 
@@ -36,7 +36,7 @@ def test_two_constant_addends_fold_into_one() -> None:
 
 @pytest.mark.parametrize("case", ["an infinite addend", "an addend near overflow",
                                   "a float64 addend", "the first sum read elsewhere",
-                                  "an alpha of 2"])
+                                  "an alpha of 2", "x written between the sums"])
 def test_addends_that_could_change_more_than_rounding_stay_apart(case: str) -> None:
     source, a, b = TWO_ADDS, torch.randn(3, 4), torch.randn(3, 4)
     if case == "an infinite addend":
@@ -45,13 +45,20 @@ def test_addends_that_could_change_more_than_rounding_stay_apart(case: str) -> N
         b[1, 2] = 1e32
     elif case == "a float64 addend":
         b = b.double()
+    elif case == "x written between the sums":
+        # Folded, x would be read at the second sum, after the write.
+        source = source.replace("      %z : Float(2, 3, 4, device=cpu) = aten::add(%y, %b, %one)",
+                                "      %two : int = prim::Constant[value=2]()\n"
+                                "      %w : Float(2, 3, 4) = aten::mul_(%x, %two)\n"
+                                "      %z : Float(2, 3, 4, device=cpu) = aten::add(%y, %b, %one)")
     elif case == "the first sum read elsewhere":
         source = source.replace("return (%z)", "return (%z, %y)")
     else:
-        source = source.replace("%z : Float(2, 3, 4) = aten::add(%y, %b, %one)",
+        source = source.replace("%z : Float(2, 3, 4, device=cpu) = aten::add(%y, %b, %one)",
                                 "%two : int = prim::Constant[value=2]()\n"
-                                "      %z : Float(2, 3, 4) = aten::add(%y, %b, %two)")
-    assert len(_adds_after_pass(source, a, b)) == 2
+                                "      %z : Float(2, 3, 4, device=cpu) = aten::add(%y, %b, %two)")
+    # Folded, the first add would sum the two constants.
+    assert _adds_after_pass(source, a, b)[0][0] == "x"
 
 
 class BiasThenMask(nn.Module):

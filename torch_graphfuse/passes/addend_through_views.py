@@ -17,10 +17,12 @@ it does not divide, the view raised; the reshape to x's shape then raises). The 
 new tensor either way, read only by the view back, which a reshape makes: x's layout need
 not allow a view.
 
-Taken only where the view splits one dim of x in two (a view of any strides, so where
-eager's view works, so does this), the constant keeps the view's shape (a dim of the
-constant above 1 faces a constant size of the same value), has x's floating dtype, and
-nothing writes x or the views in place.
+Taken only where the view splits one dim of x in two at the profiled sizes (a view of any
+strides), and, for a view (not a reshape), x is profiled row-major: eager's view of other
+sizes at another call could raise only for strides a row-major x does not have. The constant
+keeps the view's shape (a dim of the constant above 1 faces a constant size of the same
+value), has x's floating dtype and device and a dim at least, and nothing writes x or the
+views in place.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ _RESHAPES = frozenset({"aten::view", "aten::reshape"})
 def _strides(value: torch._C.Value) -> list[int] | None:
     strides = value.type().strides()
     return None if strides is None or None in strides else list(strides)
+
+
+def _contiguous(sizes: list[int], strides: list[int]) -> bool:
+    return torch.empty_strided(sizes, strides, device="meta").is_contiguous()
 
 
 def _keeps_shape(constant: torch.Tensor, items: list[ShapeItem]) -> bool:
@@ -86,6 +92,8 @@ def _rewrite(graph: torch._C.Graph, add: torch._C.Node, varying: set[int],
     x_type, x_strides = x.type(), _strides(x)
     if (x_sizes is None or x_strides is None or view_sizes is None or x.unique() in varying
             or not _splits_one_dim(x_sizes, view_sizes)
+            or (view.kind() == "aten::view" and not _contiguous(x_sizes, x_strides))
+            or x_type.device() != constant.device or constant.dim() == 0
             or profiled_sizes(add.output()) != view_sizes
             or profiled_sizes(back.output()) != x_sizes
             or not _keeps_shape(constant, items) or not constant.is_floating_point()
@@ -112,7 +120,8 @@ def _rewrite(graph: torch._C.Graph, add: torch._C.Node, varying: set[int],
             "aten::add", [x, moved.output(), add.inputsAt(2)], 1))
         # ATen lays an elementwise result out as its strided operand.
         summed.output().setType(torch._C.TensorType.create_from_tensor(
-            torch.empty_strided(x_sizes, x_strides, dtype=constant.dtype) + moved_value))
+            torch.empty_strided(x_sizes, x_strides, dtype=constant.dtype,
+                                device=constant.device) + moved_value))
     with graph.insert_point_guard(back):
         reshaped = graph.insertNode(graph.create(
             "aten::reshape", [summed.output(), back.inputsAt(1)], 1))

@@ -13,7 +13,7 @@ divide). A linear keeps its input's sizes but the last, its weight's first. A pi
 `x.unbind(u)` has x's sizes without dim u. A sum (or difference, product, quotient) with a
 constant tensor has the constant's size where that is not 1 (the broadcast raises unless the
 other's is 1 or the same) and the other operand's elsewhere. A product of two tensors of one
-rank has the first's rows and the second's columns, and a batch dim where both operands'
+rank, 3 or more, has the first's rows and the second's columns, and a batch dim where both operands'
 sizes are read from the same value (q and k, pieces of one unbind); operands read apart may
 broadcast one against the other, so that read stays. A convolution's channels are its
 constant weight's first dim; a padding keeps the dims it pads by constant zeros (or not at
@@ -167,7 +167,7 @@ def _through_view(graph: torch._C.Graph, value: torch._C.Value, dim: int, varyin
     if kind == "prim::ListUnpack":
         return _through_unbind(graph, node, dim, varying)
     if kind in _CONVOLUTIONS:
-        return _through_convolution(graph, node, value, dim)
+        return _through_convolution(graph, node, value, dim, varying)
     if kind in ("aten::pad", "aten::constant_pad_nd"):
         return _through_pad(node, dim, varying)
     if kind == "aten::matmul":
@@ -240,8 +240,9 @@ def _through_unbind(graph: torch._C.Graph, node: torch._C.Node, dim: int, varyin
                     ) -> torch._C.Value | None:
     """A piece of `x.unbind(u)` has x's sizes without dim u."""
     unbind = node.inputsAt(0).node()
-    u = _constant_ints(unbind.inputsAt(1)) if unbind.kind() == "aten::unbind" else None
-    x = unbind.inputsAt(0)
+    if unbind.kind() != "aten::unbind":
+        return None
+    u, x = _constant_ints(unbind.inputsAt(1)), unbind.inputsAt(0)
     rank = _rank(x)
     if u is None or rank is None or x.unique() in varying:
         return None
@@ -257,13 +258,15 @@ _CONVOLUTIONS = {"aten::conv1d": None, "aten::conv2d": None, "aten::conv3d": Non
 
 
 def _through_convolution(graph: torch._C.Graph, node: torch._C.Node, value: torch._C.Value,
-                         dim: int) -> torch._C.Value | None:
+                         dim: int, varying: set[int]) -> torch._C.Value | None:
     """A convolution's channels are its constant weight's first dim (Swin reads its patch
     embedding's channels for every window view)."""
     flag = _CONVOLUTIONS[node.kind()]
     weight = node.inputsAt(1)
     rank = _rank(value)
+    # An unbatched input (one rank less) puts the channels first.
     if (rank is None or rank < 3 or _normalized(dim, rank) != 1
+            or node.inputsAt(0).unique() in varying
             or weight.node().kind() != "prim::Constant"
             or not isinstance(weight.toIValue(), torch.Tensor)
             or (flag is not None and (node.inputsAt(flag).node().kind() != "prim::Constant"

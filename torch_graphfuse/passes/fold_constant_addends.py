@@ -8,11 +8,12 @@ The sum of the two constants is itself computed from constants (and sizes), once
 profiled shape by the size-constant backend.
 
 The regrouping changes rounding only, as a fused sum order does: each element is x plus
-the same two finite numbers. Both are bounded by an eighth of the gap between the dtype's
-largest number and the next, so neither order overflows where the other does not (x at
-most the largest number, plus both at most a quarter of that gap, still rounds down to it),
-and an infinite or NaN x stays what it was. Taken only where x and both addends share a
-floating dtype (no promotion), both alphas are 1, and x + a is read by nothing else.
+the same two finite numbers. Each is at most a quarter of the gap between the dtype's
+largest number and the next (largest * eps / 8), so neither order overflows where the other
+does not (x at most the largest number, plus both, under half that gap, still rounds down
+to it), and an infinite or NaN x stays what it was. Taken only where x and both addends
+share a floating dtype (no promotion) and a device, both alphas are 1, x + a is read by
+nothing else, and nothing writes x or the addends (x is now read at the second add).
 """
 
 from __future__ import annotations
@@ -62,13 +63,16 @@ def _fold(graph: torch._C.Graph, outer: torch._C.Node, written: WrittenMemory) -
             or None in sizes or dtype is None or not dtype.is_floating_point
             or any(s is None or s.dtype != dtype or not _bounded(s) for s in sources)
             or {profiled_dtype(v) for v in (a, b, inner.output(), outer.output())} != {dtype}
-            or written.may_write([a, b, inner.output()])):
+            or written.may_write([x, a, b, inner.output()])):
         return False
     shape = torch.broadcast_shapes(*sizes)
+    device = a.type().device()
+    if device is None or b.type().device() != device or x.type().device() != device:
+        return False
     with graph.insert_point_guard(outer):
         both = graph.insertNode(graph.create("aten::add", [a, b, outer.inputsAt(2)], 1))
         both.output().setType(torch._C.TensorType.create_from_tensor(
-            torch.empty(shape, dtype=dtype)))
+            torch.empty(shape, dtype=dtype, device=device)))
         folded = graph.insertNode(graph.create(
             "aten::add", [x, both.output(), outer.inputsAt(2)], 1))
     folded.output().setType(outer.output().type())

@@ -108,8 +108,11 @@ def _keeps_last_dim(node: torch._C.Node, rank: int) -> bool:
     return all(isinstance(d, int) and d % rank != rank - 1 for d in dims)
 
 
-def _typed(node: torch._C.Node, sizes: list[int], dtype: torch.dtype) -> torch._C.Value:
-    node.output().setType(torch._C.TensorType.create_from_tensor(torch.empty(sizes, dtype=dtype)))
+def _typed(node: torch._C.Node, sizes: list[int], like: torch._C.TensorType) -> torch._C.Value:
+    """The node's output typed as a new row-major tensor of these sizes, of `like`'s dtype
+    and device."""
+    node.output().setType(torch._C.TensorType.create_from_tensor(
+        torch.empty(sizes, dtype=like.dtype(), device=like.device())))
     return node.output()
 
 
@@ -135,11 +138,15 @@ def _before(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
             break
         chain.append(node)
         value = node.inputsAt(0)
-    dtype = linear.output().type().dtype()
+        if copies:  # a view of y could raise on y's strides, where the copy's cannot
+            break
+    out_type = linear.output().type()
     # Only where the product's readers move data: an op that would fuse into the linear as a
     # post-op cannot across the reshape this adds.
-    if (copies != 1 or chain[0].kind() not in _RESHAPES or dtype is None
+    if (copies != 1 or chain[0].kind() not in _RESHAPES or out_type.dtype() is None
+            or out_type.device() is None
             or not _raise_alike([n for n in chain[1:] if n.kind() in _RESHAPES], chain[0])
+            or not all(_sizes_computable(n) for n in chain)
             or not all(u.user.kind() in _MOVES for u in linear.output().uses())
             or written.may_write([value, *(n.output() for n in chain)])):
         return False
@@ -153,10 +160,10 @@ def _before(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
             return False
         product = _typed(graph.insertNode(graph.create(
             "aten::linear", [y, *list(linear.inputs())[1:]], 1)), y_sizes[:-1] + [features],
-            dtype)
+            out_type)
         shape = int_list(graph, [*items[:-1], graph.insertConstant(features)])
         result = _typed(graph.insertNode(graph.create("aten::reshape", [product, shape], 1)),
-                        out_sizes, dtype)
+                        out_sizes, out_type)
     linear.output().replaceAllUsesWith(result)
     linear.destroy()
     for node in chain:
@@ -165,15 +172,39 @@ def _before(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
 
 
 def _raise_alike(views: list[torch._C.Node], last: torch._C.Node) -> bool:
-    """Whether the views dropped beside the one kept (`last`, whose shape the reshape
-    takes) raise only where it does: each has constant items, whose product divides that of
-    `last`'s constant items (an element count `last` accepts is a multiple of those)."""
-    kept = math.prod(n for n in _item_values(last) if n is not None and n != -1)
+    """Whether the views dropped beside the one kept (`last`, whose shape the reshape takes)
+    raise only where it does. Each has constant items. One that infers a size (-1) raises
+    where its constants do not divide the element count, so they must divide `last`'s (a
+    count `last` accepts is a multiple of those); one that infers none takes a single count,
+    which `last` must fix to the same: all constants, the same product."""
+    kept = _item_values(last)
+    constants = math.prod(n for n in kept if n is not None and n != -1)
     for view in views:
         items = _item_values(view)
-        if None in items or kept % max(math.prod(n for n in items if n != -1), 1):
+        if None in items:
+            return False
+        product = math.prod(n for n in items if n is not None and n != -1)
+        if (constants % max(product, 1) if -1 in items
+                else None in kept or -1 in kept or product != constants):
             return False
     return True
+
+
+def _sizes_computable(node: torch._C.Node) -> bool:
+    """Whether the sizes read of a dropped node's result can be computed without it: its
+    profiled rank known, and a view's items sizes or constants (a computed item could be
+    the -1 that the view infers at another call)."""
+    reads = [u.user for u in node.output().uses() if _size_read(u.user)]
+    if not reads:
+        return True
+    if profiled_sizes(node.output()) is None:
+        return False
+    if node.kind() == "aten::contiguous":
+        return True
+    items = shape_items(node)
+    return items is not None and all(
+        (n := int_constant(i)) is not None and (n >= 0 or n == -1)
+        or (not isinstance(i, int) and i.node().kind() == "aten::size") for i in items)
 
 
 def _size_read(node: torch._C.Node) -> bool:
@@ -189,22 +220,16 @@ def _read_sizes_from(graph: torch._C.Graph, node: torch._C.Node, y: torch._C.Val
     the others."""
     for read in [u.user for u in node.output().uses() if _size_read(u.user)]:
         with graph.insert_point_guard(read):
-            dim = read.inputsAt(1).toIValue()
-            sizes = profiled_sizes(node.output())
-            assert sizes is not None
-            d = dim % len(sizes)
+            d = read.inputsAt(1).toIValue() % len(profiled_sizes(node.output()) or [1])
             if node.kind() == "aten::contiguous":
                 value = defer_size_check.read_size(graph, node.inputsAt(0), d, varying)
             else:
-                items = _shape_values(node, graph)
-                assert items is not None
+                items = _shape_values(node, graph) or []
                 value = items[d]
                 if value.node().kind() == "prim::Constant" and value.toIValue() == -1:
-                    y_sizes = profiled_sizes(y)
-                    assert y_sizes is not None
                     value = inferred_size(
                         graph, [defer_size_check.read_size(graph, y, i, varying)
-                                for i in range(len(y_sizes))],
+                                for i in range(len(profiled_sizes(y) or []))],
                         [v for i, v in enumerate(items) if i != d])
         read.output().replaceAllUsesWith(value)
         read.destroy()
@@ -214,8 +239,9 @@ def _after(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
            written: WrittenMemory) -> bool:
     """`linear(x).view(s1)...view(sn)` read by a permute -> `linear(x.reshape(s'))`."""
     weight = _weight_sizes(linear)
-    dtype = linear.output().type().dtype()
-    if weight is None or dtype is None:
+    out_type, x = linear.output().type(), linear.inputsAt(0)
+    if weight is None or out_type.dtype() is None or out_type.device() is None \
+            or x.type().dtype() is None:
         return False
     features, k = weight
     chain: list[torch._C.Node] = []  # from the linear on
@@ -225,7 +251,6 @@ def _after(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
         chain.append(value.uses()[0].user)
         value = chain[-1].output()
     readers = value.uses()
-    x = linear.inputsAt(0)
     sizes = profiled_sizes(value)
     if (not chain or len(readers) != 1 or readers[0].user.kind() not in _TRANSPOSES
             or not _raise_alike(chain[:-1], chain[-1])
@@ -241,10 +266,11 @@ def _after(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
             return False
         last = defer_size_check.read_size(graph, x, len(x_sizes) - 1, varying)
         shape = int_list(graph, [*items[:-1], last])
+        # Typed as row-major: where x's strides do not allow the view, the reshape copies.
         rows = _typed(graph.insertNode(graph.create("aten::reshape", [x, shape], 1)),
-                      sizes[:-1] + [k], dtype)
+                      sizes[:-1] + [k], x.type())
         product = _typed(graph.insertNode(graph.create(
-            "aten::linear", [rows, *list(linear.inputs())[1:]], 1)), sizes, dtype)
+            "aten::linear", [rows, *list(linear.inputs())[1:]], 1)), sizes, out_type)
     value.replaceAllUsesWith(product)
     for node in reversed(chain):
         node.destroy()

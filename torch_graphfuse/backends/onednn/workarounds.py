@@ -131,8 +131,8 @@ SHORT_ATTENTION_TOKENS = 112
 
 
 def short_attention_softmaxes(ops: list[BackendOp], backend: BackendGraph) -> list[BackendOp]:
-    """The written-out softmaxes (aten::softmax) of an attention partition (a SoftMax
-    between MatMuls) over at most SHORT_ATTENTION_TOKENS tokens. oneDNN 3.12 runs such a
+    """The written-out softmaxes (aten::softmax) of an attention partition (a SoftMax whose
+    result a MatMul reads) over at most SHORT_ATTENTION_TOKENS tokens. oneDNN 3.12 runs such a
     partition with its decomposed kernel (`sdp_decomp_kernel_t`), a small matmul per batch
     and head. On 2 threads of an AVX-512 Xeon, with a bias added, against ATen running the
     same ops: 1.3-3.0x ATen's time at 32-64 tokens (fp32 and bf16; Swin's 49-token windows,
@@ -140,12 +140,12 @@ def short_attention_softmaxes(ops: list[BackendOp], backend: BackendGraph) -> li
     128, 0.90-0.98x at 144 and 0.80-0.95x at 197 (12 and 48 heads of 32 and 64). Without the
     softmax, the products and what they fuse with are partitions of their own, at ATen's
     time there (0.97-1.03x)."""
-    if not any(op.kind == "MatMul" for op in ops):
-        return []
+    read_by_matmul = {t for op in ops if op.kind == "MatMul" for t in op.inputs}
     found = []
     for op in ops:
         sizes = backend.tensors[op.inputs[0]].sizes if op.kind == "SoftMax" else None
         if (sizes is not None and len(sizes) >= 2 and op.node is not None
+                and op.outputs[0] in read_by_matmul
                 and op.node.kind() == "aten::softmax"
                 and max(sizes[-2:]) <= SHORT_ATTENTION_TOKENS):
             found.append(op)
