@@ -35,7 +35,7 @@ def _mask() -> torch.Tensor:
 
 
 SPLIT_VIEW = """
-    graph(%x : Float(8, 3, 7, 7, strides=[147, 49, 7, 1]), %mask : Tensor):
+    graph(%x : Float(8, 3, 7, 7, strides=[147, 49, 7, 1], device=cpu), %mask : Tensor):
       %one : int = prim::Constant[value=1]()
       %split : int[] = prim::Constant[value=[-1, 4, 3, 7, 7]]()
       %merged : int[] = prim::Constant[value=[-1, 3, 7, 7]]()
