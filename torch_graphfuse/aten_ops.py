@@ -27,6 +27,13 @@ VIEW_KINDS = frozenset({
     "aten::permute", "aten::transpose", "aten::t", "aten::contiguous",
 })
 
+# Ops that give their input's elements under a shape argument (view where the strides allow,
+# reshape copying where they do not).
+RESHAPES = frozenset({"aten::view", "aten::reshape"})
+
+# How TorchScript passes torch.contiguous_format as a memory format argument.
+CONTIGUOUS_FORMAT = 0
+
 # Unary elementwise ops: each element of the result from the same element of the one
 # tensor input, so the result has the input's sizes.
 UNARY_ELEMENTWISE = frozenset({

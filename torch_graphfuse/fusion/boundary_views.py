@@ -31,6 +31,7 @@ import dataclasses
 import torch
 
 from .. import log
+from ..aten_ops import CONTIGUOUS_FORMAT
 from ..backends.base import Partition
 from ..passes import shape_arguments
 from ..passes.graph_utils import WrittenMemory
@@ -50,7 +51,6 @@ VIEWS = frozenset({
 # Ops whose result is a list of views of input 0, taken apart by one prim::ListUnpack.
 SPLITS = frozenset({"aten::split", "aten::split_with_sizes", "aten::chunk", "aten::unbind"})
 _MAY_COPY = frozenset({"aten::reshape", "aten::flatten", "aten::contiguous"})
-_CONTIGUOUS_FORMAT = 0  # torch.contiguous_format, as TorchScript passes a memory format
 
 
 def _copies_as_profiled(node: torch._C.Node) -> bool:
@@ -66,7 +66,7 @@ def _copies_as_profiled(node: torch._C.Node) -> bool:
     source = torch.empty_strided(sizes, strides, device="meta")
     if node.kind() == "aten::contiguous":
         form = node.inputsAt(1)
-        return (form.node().kind() != "prim::Constant" or form.toIValue() != _CONTIGUOUS_FORMAT
+        return (form.node().kind() != "prim::Constant" or form.toIValue() != CONTIGUOUS_FORMAT
                 or not source.is_contiguous())
     return not source.reshape(result)._is_view()
 

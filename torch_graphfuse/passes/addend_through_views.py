@@ -30,6 +30,7 @@ from __future__ import annotations
 import torch
 
 from .. import log
+from ..aten_ops import RESHAPES
 from . import defer_size_check
 from .graph_utils import (
     ShapeItem,
@@ -41,12 +42,10 @@ from .graph_utils import (
     profiled_sizes,
     ranks_that_may_vary,
     shape_items,
+    shape_values,
 )
 
 NAME = log.module_name(__file__)
-
-_RESHAPES = frozenset({"aten::view", "aten::reshape"})
-
 
 def _strides(value: torch._C.Value) -> list[int] | None:
     strides = value.type().strides()
@@ -78,13 +77,13 @@ def _splits_one_dim(x_sizes: list[int], view_sizes: list[int]) -> bool:
 def _rewrite(graph: torch._C.Graph, add: torch._C.Node, varying: set[int],
              written: WrittenMemory) -> bool:
     view, addend = add.inputsAt(0).node(), add.inputsAt(1)
-    if view.kind() not in _RESHAPES or addend.node().kind() != "prim::Constant":
+    if view.kind() not in RESHAPES or addend.node().kind() != "prim::Constant":
         return False
     constant = addend.toIValue()
     users = add.output().uses()
     items = shape_items(view)
     if (not isinstance(constant, torch.Tensor) or items is None or len(users) != 1
-            or users[0].user.kind() not in _RESHAPES or users[0].offset != 0):
+            or users[0].user.kind() not in RESHAPES or users[0].offset != 0):
         return False
     back = users[0].user
     x = view.inputsAt(0)
@@ -103,7 +102,7 @@ def _rewrite(graph: torch._C.Graph, add: torch._C.Node, varying: set[int],
     inferred = [i for i, item in enumerate(items) if int_constant(item) == -1]
     with graph.insert_point_guard(add):
         reads = [defer_size_check.read_size(graph, x, d, varying) for d in range(len(x_sizes))]
-        full = [graph.insertConstant(i) if isinstance(i, int) else i for i in items]
+        full = shape_values(view, graph) or []
         if inferred:
             others = [item for i, item in enumerate(full) if i != inferred[0]]
             full[inferred[0]] = inferred_size(graph, reads, others)

@@ -31,15 +31,20 @@ from __future__ import annotations
 
 import torch
 
-from ..aten_ops import BINARY_ARITHMETIC, UNARY_ELEMENTWISE
-from .graph_utils import all_nodes, constant_number, ranks_that_may_vary
+from ..aten_ops import BINARY_ARITHMETIC, RESHAPES, UNARY_ELEMENTWISE
+from .graph_utils import (
+    all_nodes,
+    constant_number,
+    int_constant,
+    ranks_that_may_vary,
+    shape_items,
+)
 
 # Ops whose output has exactly the sizes of their first input, whatever they are.
 SHAPE_PRESERVING = UNARY_ELEMENTWISE | {
     "aten::softmax", "aten::log_softmax", "aten::layer_norm", "aten::to", "aten::contiguous",
     "aten::roll",
 }
-_RESHAPES = frozenset({"aten::view", "aten::reshape"})
 
 
 def size_source(value: torch._C.Value) -> torch._C.Value:
@@ -152,7 +157,7 @@ def _through_view(graph: torch._C.Graph, value: torch._C.Value, dim: int, varyin
     kind = node.kind()
     if kind in ("aten::linear", "aten::transpose") and node.inputsAt(0).unique() in varying:
         return None
-    if kind in _RESHAPES:
+    if kind in RESHAPES:
         shape = node.inputsAt(1)
         if shape.node().kind() == "prim::ListConstruct":
             items = list(shape.node().inputs())
@@ -278,19 +283,14 @@ def _through_convolution(graph: torch._C.Graph, node: torch._C.Node, value: torc
 def _through_pad(node: torch._C.Node, dim: int, varying: set[int]
                  ) -> tuple[torch._C.Value, int] | None:
     """A padding keeps the size of a dim it pads by constant zeros, or does not pad."""
-    x, pads = node.inputsAt(0), node.inputsAt(1)
+    x, amounts = node.inputsAt(0), shape_items(node)
     rank = _rank(x)
     d = None if rank is None or x.unique() in varying else _normalized(dim, rank)
-    if d is None:
+    if d is None or amounts is None:
         return None
-    if pads.node().kind() == "prim::ListConstruct":
-        amounts = [_constant_ints(v) for v in pads.node().inputs()]
-    else:
-        listed = _constant_ints(pads)
-        amounts = None if listed is None else [[n] for n in listed]
     pair = 2 * (rank - 1 - d)
-    if amounts is None or (pair + 1 < len(amounts)
-                           and (amounts[pair] != [0] or amounts[pair + 1] != [0])):
+    if pair + 1 < len(amounts) and (int_constant(amounts[pair]) != 0
+                                    or int_constant(amounts[pair + 1]) != 0):
         return None
     return x, d
 

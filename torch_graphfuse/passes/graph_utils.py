@@ -90,6 +90,14 @@ def shape_items(view: torch._C.Node) -> list[ShapeItem] | None:
     return list(listed) if isinstance(listed, list) else None
 
 
+def shape_values(view: torch._C.Node, graph: torch._C.Graph) -> list[torch._C.Value] | None:
+    """A view's shape argument as int values, a constant list's items inserted as constants
+    at the graph's insert point."""
+    items = shape_items(view)
+    return None if items is None else [
+        graph.insertConstant(i) if isinstance(i, int) else i for i in items]
+
+
 def int_constant(item: ShapeItem) -> int | None:
     """The int an item holds, where it is a constant."""
     n = item if isinstance(item, int) else (

@@ -29,6 +29,7 @@ import math
 import torch
 
 from .. import log
+from ..aten_ops import CONTIGUOUS_FORMAT, RESHAPES
 from . import defer_size_check
 from .graph_utils import (
     WrittenMemory,
@@ -39,14 +40,13 @@ from .graph_utils import (
     profiled_sizes,
     ranks_that_may_vary,
     shape_items,
+    shape_values,
 )
 
 NAME = log.module_name(__file__)
 
-_RESHAPES = frozenset({"aten::view", "aten::reshape"})
 _TRANSPOSES = frozenset({"aten::permute", "aten::transpose"})
-_MOVES = _RESHAPES | _TRANSPOSES
-_CONTIGUOUS_FORMAT = 0  # torch.contiguous_format, as TorchScript passes a memory format
+_MOVES = RESHAPES | _TRANSPOSES
 
 
 def _weight_sizes(linear: torch._C.Node) -> tuple[int, int] | None:
@@ -54,13 +54,6 @@ def _weight_sizes(linear: torch._C.Node) -> tuple[int, int] | None:
     weight = linear.inputsAt(1)
     t = weight.toIValue() if weight.node().kind() == "prim::Constant" else None
     return (t.size(0), t.size(1)) if isinstance(t, torch.Tensor) and t.dim() == 2 else None
-
-
-def _shape_values(view: torch._C.Node, graph: torch._C.Graph) -> list[torch._C.Value] | None:
-    """A view's shape as int values (a constant list's items inserted as constants)."""
-    items = shape_items(view)
-    return None if items is None else [
-        graph.insertConstant(i) if isinstance(i, int) else i for i in items]
 
 
 def _item_values(view: torch._C.Node) -> list[int | None]:
@@ -87,7 +80,7 @@ def _last_dim_is(graph: torch._C.Graph, value: torch._C.Value, size: int,
     while True:
         value = defer_size_check.size_source(value)
         node = value.node()
-        if node.kind() in _RESHAPES:
+        if node.kind() in RESHAPES:
             return _last_item(node) == size
         if not _keeps_last_dim(node, len(sizes)):
             break
@@ -126,12 +119,12 @@ def _before(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
     features, k = weight
     chain: list[torch._C.Node] = []  # from the linear's input back
     value, copies = linear.inputsAt(0), 0
-    while value.node().kind() in (*_RESHAPES, "aten::contiguous") and len(
+    while value.node().kind() in (*RESHAPES, "aten::contiguous") and len(
             [u for u in value.uses() if not _size_read(u.user)]) == 1:
         node = value.node()
         if node.kind() == "aten::contiguous":
             form = node.inputsAt(1)
-            if form.node().kind() != "prim::Constant" or form.toIValue() != _CONTIGUOUS_FORMAT:
+            if form.node().kind() != "prim::Constant" or form.toIValue() != CONTIGUOUS_FORMAT:
                 break
             copies += 1
         elif _last_item(node) != k:
@@ -143,9 +136,9 @@ def _before(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
     out_type = linear.output().type()
     # Only where the product's readers move data: an op that would fuse into the linear as a
     # post-op cannot across the reshape this adds.
-    if (copies != 1 or chain[0].kind() not in _RESHAPES or out_type.dtype() is None
+    if (copies != 1 or chain[0].kind() not in RESHAPES or out_type.dtype() is None
             or out_type.device() is None
-            or not _raise_alike([n for n in chain[1:] if n.kind() in _RESHAPES], chain[0])
+            or not _raise_alike([n for n in chain[1:] if n.kind() in RESHAPES], chain[0])
             or not all(_sizes_computable(n) for n in chain)
             or not all(u.user.kind() in _MOVES for u in linear.output().uses())
             or written.may_write([value, *(n.output() for n in chain)])):
@@ -154,7 +147,7 @@ def _before(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
     with graph.insert_point_guard(linear):
         if not _last_dim_is(graph, y, k, varying):
             return False
-        items = _shape_values(chain[0], graph)
+        items = shape_values(chain[0], graph)
         y_sizes = profiled_sizes(y)
         if items is None or y_sizes is None:
             return False
@@ -224,7 +217,7 @@ def _read_sizes_from(graph: torch._C.Graph, node: torch._C.Node, y: torch._C.Val
             if node.kind() == "aten::contiguous":
                 value = defer_size_check.read_size(graph, node.inputsAt(0), d, varying)
             else:
-                items = _shape_values(node, graph) or []
+                items = shape_values(node, graph) or []
                 value = items[d]
                 if value.node().kind() == "prim::Constant" and value.toIValue() == -1:
                     value = inferred_size(
@@ -246,7 +239,7 @@ def _after(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
     features, k = weight
     chain: list[torch._C.Node] = []  # from the linear on
     value = linear.output()
-    while len(value.uses()) == 1 and value.uses()[0].user.kind() in _RESHAPES \
+    while len(value.uses()) == 1 and value.uses()[0].user.kind() in RESHAPES \
             and value.uses()[0].offset == 0 and _last_item(value.uses()[0].user) == features:
         chain.append(value.uses()[0].user)
         value = chain[-1].output()
@@ -261,7 +254,7 @@ def _after(graph: torch._C.Graph, linear: torch._C.Node, varying: set[int],
     # last size, read here: where it is not the weight's, the linear raises, as eager's did.
     x_sizes = profiled_sizes(x)
     with graph.insert_point_guard(chain[-1]):
-        items = _shape_values(chain[-1], graph)
+        items = shape_values(chain[-1], graph)
         if items is None or x_sizes is None or x.unique() in varying:
             return False
         last = defer_size_check.read_size(graph, x, len(x_sizes) - 1, varying)
