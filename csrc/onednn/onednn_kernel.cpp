@@ -2,6 +2,7 @@
 // (cached, within the memory budget), binds torch tensors and executes it.
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/record_function.h>
 #include <c10/util/hash.h>
 #include <torch/csrc/jit/jit_log.h>
