@@ -23,16 +23,17 @@ def _warned_once_and_matched_eager(model: nn.Module, inputs: list[torch.Tensor])
     with torch.no_grad():
         expected = model(*inputs)
     module = runner.freeze(model, inputs)
-    with torch.no_grad(), torch_graphfuse.fuser(True):
-        for _ in range(2):
-            module(*inputs)
-        with pytest.warns(UserWarning, match="runs unfused"):
-            out = module(*inputs)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            again = module(*inputs)
-    assert_close(out, expected, torch.float16)
-    assert torch.equal(again, out)
+    # However many profiling runs torch's executor takes (torch 2.11's fuses at the
+    # second call), the group warns once, at its first fused run.
+    with torch.no_grad(), torch_graphfuse.fuser(True), \
+            warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        outs = [module(*inputs) for _ in range(4)]
+    unfused = [str(w.message) for w in seen if "runs unfused" in str(w.message)]
+    assert len(unfused) == 1, [str(w.message) for w in seen]
+    for out in outs:
+        assert_close(out, expected, torch.float16)
+    assert torch.equal(outs[-1], outs[-2])
     assert runtime.stats()["failures"] >= 1
 
 
