@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <utility>
 
 #include "group.h"
 #include "kernel_stats.h"
@@ -25,12 +26,15 @@ GroupExecutorFactory& executor_factory() {
 // group's backend and description, and given the inputs per run; its outputs
 // are laid over the node's profiled sizes, strides and dtypes (the description
 // may view a port differently: a linear's batch dims flattened into matmul
-// rows). Any failure runs the unfused subgraph, with one warning.
+// rows). Any failure runs the unfused subgraph, with one warning; a run the
+// executor declines runs it without one.
 class ExternalKernel : public GroupBase {
  public:
   explicit ExternalKernel(const Node* node)
       : GroupBase(node, true), backend_(node->s(attr::backend)), desc_(node->s(attr::desc)),
-        n_inputs_(node->inputs().size() - finite_flags_) {
+        // The inputs assumed finite come as tensors, not as all_finite's flags.
+        finite_tensors_(std::exchange(finite_flags_, 0)),
+        n_inputs_(node->inputs().size() - finite_tensors_) {
     const auto& types = node->tys(attr::output_types);
     TORCH_CHECK(types.size() == node->outputs().size(),
                 "graphfuse::FusionGroup: one output type per output");
@@ -50,6 +54,11 @@ class ExternalKernel : public GroupBase {
 
   void run(Stack& stack) {
     RECORD_FUNCTION(name_, c10::ArrayRef<const c10::IValue>{});
+    std::vector<at::Tensor> assumed_finite;
+    assumed_finite.reserve(finite_tensors_);
+    for (auto& iv : torch::jit::last(stack, finite_tensors_))
+      assumed_finite.push_back(iv.toTensor());
+    torch::jit::drop(stack, finite_tensors_);
     if (!admitted(stack, n_inputs_)) return;
     std::vector<at::Tensor> outputs;
     try {
@@ -59,11 +68,13 @@ class ExternalKernel : public GroupBase {
       });
       TORCH_CHECK(executor_, "the group's executor could not be made");
       std::vector<at::Tensor> inputs;
-      inputs.reserve(n_inputs_);
+      inputs.reserve(n_inputs_ + finite_tensors_);
       for (auto& iv : torch::jit::last(stack, n_inputs_)) inputs.push_back(iv.toTensor());
+      inputs.insert(inputs.end(), assumed_finite.begin(), assumed_finite.end());
       outputs = executor_(inputs);
-      TORCH_CHECK(outputs.size() == out_sizes_.size(), "the executor returned ", outputs.size(),
-                  " outputs for ", out_sizes_.size());
+      // Only a group given inputs to check may be declined.
+      TORCH_CHECK((outputs.empty() && finite_tensors_ > 0) || outputs.size() == out_sizes_.size(),
+                  "the executor returned ", outputs.size(), " outputs for ", out_sizes_.size());
       for (size_t i = 0; i < outputs.size(); ++i) {
         if (outputs[i].sizes() != c10::IntArrayRef(out_sizes_[i]) ||
             outputs[i].strides() != c10::IntArrayRef(out_strides_[i]))
@@ -81,6 +92,11 @@ class ExternalKernel : public GroupBase {
       ++counters().fallbacks;
       return run_fallback(stack);
     }
+    if (outputs.empty()) {  // declined: an input assumed finite is not
+      ++counters().nonfinite_fallbacks;
+      ++counters().fallbacks;
+      return run_fallback(stack);
+    }
     torch::jit::drop(stack, n_inputs_);
     ++counters().fused_runs;
     for (auto& t : outputs) stack.emplace_back(std::move(t));
@@ -89,6 +105,7 @@ class ExternalKernel : public GroupBase {
  private:
   const std::string backend_;
   const std::string desc_;
+  const size_t finite_tensors_;  // last inputs: the graph inputs assumed finite
   const size_t n_inputs_;
   std::vector<std::vector<int64_t>> out_sizes_, out_strides_;
   std::vector<c10::ScalarType> out_dtypes_;

@@ -35,7 +35,7 @@ class GroupBase {
   const std::shared_ptr<torch::jit::Graph> subgraph_;
   const std::string name_;
   const int64_t report_;  // the pipeline run's report the group belongs to (-1: none)
-  size_t finite_flags_ = 0;  // last inputs: whether each input assumed finite is
+  size_t finite_flags_ = 0;  // last inputs: whether each input assumed finite is (bools)
 
  private:
   const bool exact_strides_;

@@ -8,7 +8,9 @@
 // tensors that only the group's shape arithmetic reads (the backend never sees
 // them; their sizes are guarded where a mapping baked them in, and part of the
 // kernel's spec otherwise); then one bool per `finite_inputs`
-// entry, kAllFinite's answer for an input the mapping assumes finite. With a
+// entry, kAllFinite's answer for an input the mapping assumes finite (for a
+// group of an external backend, the input itself, which its executor checks
+// where its plan needs it). With a
 // `head`, the inputs before the shape inputs are that graph's, from which it
 // makes the description's ports through views only.
 // Outputs: the description's outputs, each a new tensor; or, with a `tail`, that

@@ -139,6 +139,37 @@ def test_run_on_a_side_stream_matches_eager(fresh_runtime: Path) -> None:
     assert_close(out, expected, torch.float16)
 
 
+@requires_gpu
+@pytest.mark.parametrize(("act", "dtype"), [("relu", torch.float16), ("relu", torch.float32),
+                                            ("clamp", torch.float16)], ids=str)
+def test_nan_and_infinities_after_fused_runs_give_eagers(act: str, dtype: torch.dtype,
+                                                        fresh_runtime: Path) -> None:
+    """relu and clamp map on inputs assumed finite. The runtime probes a plan once where
+    that can settle it (a 16-bit relu output): one that keeps NaN and infinities runs such
+    inputs fused with no host read; any other group sends them unfused. Either way the
+    result is eager's, NaN and infinities included."""
+    torch.manual_seed(0)
+    model, inputs = on_gpu(ConvAct(act), images(), dtype, channels_last=True)
+    special = inputs[0].clone()
+    special[0, 0, 3, 3] = float("nan")
+    special[1, 5, 7, 7] = float("inf")
+    special[2, 9, 11, 11] = float("-inf")
+    module = runner.freeze(model, inputs)
+    with torch.no_grad():
+        expected = model(special)
+        with torch_graphfuse.fuser(True):
+            for _ in range(3):
+                module(*inputs)
+            out = module(special)
+    stats = runtime.stats()
+    assert stats["executions"] + stats["declined"] >= 2 and stats["failures"] == 0, stats
+    assert torch.equal(out.isnan(), expected.isnan())
+    assert torch.equal(out.isinf(), expected.isinf())
+    assert torch.equal(out[out.isinf()], expected[expected.isinf()])
+    finite = expected.isfinite()
+    assert_close(out[finite], expected[finite], dtype)
+
+
 # -- on any machine ------------------------------------------------------------------------------
 
 

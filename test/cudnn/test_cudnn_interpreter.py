@@ -1,7 +1,7 @@
 """The CPU reference interpreter of the cuDNN IR against eager torch: hand-built
 IR graphs pin each node kind, mode, layout, broadcasting and precision rule, and
-what the interpreter refuses. Every lowered pattern against eager:
-test_cudnn_lowering_semantics.py.
+what the interpreter refuses, and that it computes on its inputs' device. Every
+lowered pattern against eager: test_cudnn_lowering_semantics.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from torch_graphfuse.backends.cudnn import interpreter, ir
+from torch_graphfuse.backends.cudnn import interpreter, ir, special_values
 from torch_graphfuse.backends.cudnn.ir_maker import Maker, nhwc
 
 DTYPES = {torch.float32: "float", torch.float16: "half", torch.bfloat16: "bfloat16"}
@@ -362,3 +362,16 @@ def test_executor_runs_the_json_description():
     x = torch.randn(4, 4)
     run = interpreter.executor(graph.to_json())
     torch.testing.assert_close(run([x])[0], torch.sigmoid(x))
+
+
+# -- on the inputs' device ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", special_values.CASES, ids=lambda c: c.name)
+def test_interpreter_computes_on_the_inputs_device(case: special_values.Case) -> None:
+    """The runtime probes GPU plans against the interpreter on the GPU: nothing it makes
+    (a clamp's bound, say) may land on the CPU. The meta device stands in for CUDA."""
+    graph = case.graph("half")
+    like = [torch.empty_strided(t.dims, t.strides, dtype=torch.half, device="meta")
+            for t in (graph.tensor(tid) for tid in graph.inputs)]
+    assert [y.device.type for y in interpreter.run(graph, like)] == ["meta"]

@@ -5,7 +5,10 @@ results; guards and failures fall back to the unfused subgraph."""
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -104,3 +107,61 @@ def test_executor_failure_runs_unfused_with_one_warning() -> None:
     for out in outs:
         assert_matches(out, eager(model, [x]), "fp32")
     assert torch_graphfuse.kernel_stats()["fallbacks"] >= 1
+
+
+def test_group_assuming_its_input_finite_takes_the_input_not_a_host_scan() -> None:
+    model, x = ConvBiasRelu(), torch.randn(2, 8, 10, 10)
+    _, _, graph = fuse(model, [x])
+    group, = runner.fusion_groups(graph)
+    x_input = list(graph.inputs())[1]  # after the module
+    assert group.s("backend") == "cudnn" and getattr(group, "is")("finite_inputs") == [1]
+    assert not [n for n in graph.nodes() if n.kind() == "graphfuse::all_finite"]
+    assert list(group.inputs())[-1] is x_input
+
+
+def test_input_assumed_finite_that_is_not_runs_unfused_without_a_warning(
+        fresh_runtime: Path) -> None:
+    """The simulation's executor declines such a run, as cuDNN's does with a plan not
+    known to give eager's NaN and infinities: the kernel runs it unfused, quietly."""
+    model, x = ConvBiasRelu(), torch.randn(2, 8, 10, 10)
+    bad = x.clone()
+    bad[0, 0, 3, 3] = float("nan")
+    bad[1, 2, 5, 5] = float("inf")
+    module = runner.freeze(model.eval(), [x])
+    for _ in range(3):
+        run(module, [x])
+    torch_graphfuse.reset_kernel_stats()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = run(module, [bad])
+        again = run(module, [x])
+    assert_matches(out, eager(model, [bad]), "fp32")
+    assert out[0, :, 3, 3].isnan().all()
+    assert_matches(again, eager(model, [x]), "fp32")
+    stats = torch_graphfuse.kernel_stats()
+    assert (stats["nonfinite_fallbacks"], stats["fused_runs"]) == (1, 1)
+    assert runtime.stats()["declined"] == 1
+
+
+class OuterRelu(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu_(torch.mm(x.transpose(-1, -2), x))
+
+
+def test_float_relu_of_an_infinity_after_profiling_is_eagers_not_flt_max(
+        fresh_runtime: Path) -> None:
+    """cuDNN's relu computing in float clips +inf to FLT_MAX (its default upper clip);
+    eager's relu(inf) is inf. The group maps relu on inputs assumed finite, so an
+    infinity that arrives after profiling sends the run unfused. Found by the fuzzer
+    (seed 2771, graph 1256) while the simulation ran such inputs fused."""
+    model, x = OuterRelu(), torch.randn(1, 16)
+    module = runner.freeze(model.eval(), [x])
+    for _ in range(3):
+        run(module, [x])
+    bad = x.clone()
+    bad[0, 6] = math.inf
+    out = run(module, [bad])
+    assert torch_graphfuse.kernel_stats()["fused_runs"] >= 1
+    assert torch.equal(out.isinf(), eager(model, [bad]).isinf())
+    assert out.max() == math.inf
+    assert_matches(out, eager(model, [bad]), "fp32")

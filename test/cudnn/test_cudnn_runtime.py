@@ -1,17 +1,19 @@
 """The runtime without CUDA (runtime.py): the input checks before a plan runs, the
 executor factory and its counts, and CudnnExecutor's plans per device and TF32
-setting, replaced where they fail to execute, refused where none runs. Plans come
-from a fake compiler."""
+setting, replaced where they fail to execute, refused where none runs, and probed
+for NaN and infinities where the group assumes inputs finite. Plans come from a fake
+compiler or stand in through the interpreter."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 import torch
 from plan_fakes import FakeCompiler, conv_relu_ir, key_of, tf32_flags
 
-from torch_graphfuse.backends.cudnn import ir, runtime
+from torch_graphfuse.backends.cudnn import interpreter, ir, runtime
 from torch_graphfuse.backends.cudnn.plans import key as plan_key
 from torch_graphfuse.backends.cudnn.plans.cache import Compiled, PlanCache
 from torch_graphfuse.backends.cudnn.plans.key import tf32_allowed
@@ -192,3 +194,84 @@ def test_a_group_no_plan_runs_is_refused_instead_of_replanned_on_every_call(
     with pytest.raises(RuntimeError, match="cuDNN has no plan for this group: .*eng3 fails"):
         executor.plan_for(0, None)
     assert compiler.builds == 1 + runtime.CudnnExecutor.MAX_REPLACEMENTS
+
+
+# -- inputs assumed finite: checked per run only where the plan differs from eager ---------
+
+
+class InterpretedPlan:
+    """A pygraph stand-in that computes the group with the interpreter, on the CPU; with
+    `loses_nan`, as an epilogue computing relu with fmaxf would (NaN becomes 0)."""
+
+    def __init__(self, graph: ir.Graph, uids: dict[int, int], loses_nan: bool) -> None:
+        self.graph, self.uids, self.loses_nan = graph, uids, loses_nan
+        self.executions = 0
+
+    def execute(self, pack: dict[int, torch.Tensor], workspace: Any, handle: Any) -> None:
+        self.executions += 1
+        inputs = [pack[self.uids[tid]] for tid in self.graph.inputs]
+        for tid, value in zip(self.graph.outputs, interpreter.run(self.graph, inputs),
+                              strict=True):
+            pack[self.uids[tid]].copy_(value.nan_to_num(nan=0.0, posinf=math.inf,
+                                                        neginf=-math.inf)
+                                       if self.loses_nan else value)
+
+
+def interpreted(graph: ir.Graph, loses_nan: bool) -> tuple[runtime.CudnnExecutor, Compiled]:
+    uids = {tid: 100 + tid for tid in (*graph.inputs, *graph.outputs)}
+    plan = InterpretedPlan(graph, uids, loses_nan)
+    return runtime.CudnnExecutor(graph.to_json()), Compiled(plan, uids, 0, False, "eng0")
+
+
+def conv_relu_ports(graph: ir.Graph, nan: bool = False) -> list[torch.Tensor]:
+    specs = [graph.tensor(t) for t in graph.inputs]
+    ports = [torch.empty_strided(s.dims, s.strides, dtype=torch.half).copy_(torch.randn(s.dims))
+             for s in specs]
+    if nan:
+        ports[0][0, 0, 1, 1] = math.nan
+    return ports
+
+
+def test_a_plan_keeping_nan_and_infinities_runs_inputs_assumed_finite_unchecked() -> None:
+    graph = conv_relu_ir()
+    executor, plan = interpreted(graph, loses_nan=False)
+    nan_input = conv_relu_ports(graph, nan=True)
+    cpu = torch.device("cpu")
+    assert executor._admits(plan, nan_input, [nan_input[0]], cpu, None)
+    assert plan.keeps_special_values is True
+    assert plan.graph.executions == 1  # the probe, once per plan
+    assert executor._admits(plan, nan_input, [nan_input[0]], cpu, None)
+    assert plan.graph.executions == 1
+
+
+def test_a_plan_losing_nan_runs_only_inputs_checked_finite() -> None:
+    graph = conv_relu_ir()
+    executor, plan = interpreted(graph, loses_nan=True)
+    finite, nan_input = conv_relu_ports(graph), conv_relu_ports(graph, nan=True)
+    cpu = torch.device("cpu")
+    assert not executor._admits(plan, nan_input, [nan_input[0]], cpu, None)
+    assert plan.keeps_special_values is False
+    assert executor._admits(plan, finite, [finite[0]], cpu, None)
+    assert plan.graph.executions == 1
+
+
+def test_a_float_relu_group_is_never_probed_and_runs_only_inputs_checked_finite() -> None:
+    # relu(+inf) is FLT_MAX where cuDNN computes in float: no probe can clear that.
+    graph = conv_relu_ir(dtype="float")
+    executor, plan = interpreted(graph, loses_nan=False)
+    specs = [graph.tensor(t) for t in graph.inputs]
+    finite = [torch.empty_strided(t.dims, t.strides).copy_(torch.randn(t.dims)) for t in specs]
+    inf_input = [x.clone() for x in finite]
+    inf_input[0][0, 0, 1, 1] = math.inf
+    cpu = torch.device("cpu")
+    assert not executor._admits(plan, inf_input, [inf_input[0]], cpu, None)
+    assert executor._admits(plan, finite, [finite[0]], cpu, None)
+    assert plan.keeps_special_values is False and plan.graph.executions == 0
+
+
+def test_a_group_assuming_nothing_finite_is_never_probed() -> None:
+    graph = conv_relu_ir()
+    executor, plan = interpreted(graph, loses_nan=True)
+    nan_input = conv_relu_ports(graph, nan=True)
+    assert executor._admits(plan, nan_input, [], torch.device("cpu"), None)
+    assert plan.keeps_special_values is None and plan.graph.executions == 0

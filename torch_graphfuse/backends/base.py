@@ -91,7 +91,10 @@ class Backend(Protocol):
 
     def executor(self, desc: str) -> Executor:
         """What runs one of its groups, made from the group's description, for a backend
-        whose groups csrc/external_kernel runs (all but the built-in oneDNN kernel's)."""
+        whose groups csrc/external_kernel runs (all but the built-in oneDNN kernel's). It is
+        given the group's ports, then the graph inputs its mapping assumes finite, and
+        returns the outputs, or none to decline a run it would not compute as eager does
+        (an input assumed finite that is not): that run goes unfused."""
         ...
 
     def finish(self, graph: torch._C.Graph, groups: list[torch._C.Node]) -> None:

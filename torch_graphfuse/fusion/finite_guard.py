@@ -11,7 +11,9 @@ once per call,
 and each group takes the answers for its inputs as its last inputs, in
 `finite_inputs` order: when one holds NaN or infinity, the group runs
 its subgraph unfused (what eager computes); groups relying on other inputs
-only stay fused. Runs after type_guard, which guards tensor inputs only.
+only stay fused. A group of an external backend (cuDNN) takes the inputs
+themselves instead and checks them where its plan needs it. Runs after
+type_guard, which guards tensor inputs only.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from .. import log
-from ..group_schema import ALL_FINITE, ATTR
+from ..group_schema import ALL_FINITE, ATTR, CONSTANT, ONEDNN, backend
 
 NAME = log.module_name(__file__)
 
@@ -31,13 +33,22 @@ def run(graph: torch._C.Graph, groups: list[torch._C.Node]) -> None:
     needs = {g: tuple(getattr(g, "is")(ATTR.finite_inputs)) for g in guarded}
     offsets = sorted({i for need in needs.values() for i in need})
     inputs = list(graph.inputs())
+    scanned = sorted({i for g, need in needs.items() if not _checks_itself(g) for i in need})
     with graph.insert_point_guard(next(iter(graph.nodes()))):
-        scans = {i: _all_finite(graph, inputs[i]) for i in offsets}
+        scans = {i: _all_finite(graph, inputs[i]) for i in scanned}
     for group, need in needs.items():
         for i in need:
-            group.addInput(scans[i])
+            group.addInput(inputs[i] if _checks_itself(group) else scans[i])
     log.update(NAME, lambda: f"{len(guarded)} fusion groups rely on graph inputs "
                              f"{offsets} being finite")
+
+
+def _checks_itself(group: torch._C.Node) -> bool:
+    """A group of an external backend takes the inputs themselves: its executor reads
+    them only where its plan differs from ATen on NaN or infinity (cuDNN's runtime
+    tries each plan on such values once), so a plan that does not needs no host read
+    per call, which on a GPU would wait for the device."""
+    return group.hasAttribute(ATTR.backend) and backend(group) not in (ONEDNN, CONSTANT)
 
 
 def _all_finite(graph: torch._C.Graph, x: torch._C.Value) -> torch._C.Value:

@@ -91,7 +91,8 @@ def _add_group(picture: Picture, group: torch._C.Node, number: int, sources: Sou
     box = len(picture.boxes)
     picture.boxes.append(Box(f"group {number}", fused=True))
     sub = group_schema.subgraph(group)
-    # The group's inputs past the subgraph's are checks (all_finite), not data.
+    # The group's inputs past the subgraph's are for the finiteness check (all_finite's
+    # answers, or the inputs an external backend checks itself), not data.
     inner = {v.unique(): _read([outer], sources)
              for v, outer in zip(sub.inputs(), group.inputs(), strict=False)}
     for node in sub.nodes():

@@ -258,7 +258,8 @@ def _pointwise(node: ir.Node, args: dict[str, Tensor], out: ir.Tensor) -> Tensor
     if scalar is not None:
         # A number operand (op_table's `scalar`) is the last input, bound by value:
         # the builder binds it as a FLOAT scalar; the node reads it in its compute type.
-        bound = torch.tensor(_number(f"pointwise {mode_name}: scalar", scalar))
+        bound = torch.tensor(_number(f"pointwise {mode_name}: scalar", scalar),
+                             device=xs[0].device)
         xs.append(bound.to(xs[0].dtype).expand([1] * len(out.dims)))
     attrs: dict[str, float | None] = {}
     for name, attr in mode.attrs.items():
@@ -302,9 +303,18 @@ def run(graph: ir.Graph, inputs: Sequence[Tensor]) -> list[Tensor]:
 
 def executor(desc: str) -> Callable[[Sequence[Tensor]], list[Tensor]]:
     """A FusionGroup executor over the interpreter: `desc` (the IR JSON) is
-    parsed and validated once, not per call."""
+    parsed and validated once, not per call. Like cuDNN's executor with a plan
+    it has not probed, it declines a run (returns no outputs, so the kernel runs
+    it unfused) where an input the mapping assumes finite, one past the ports,
+    is not: this computes cuDNN's semantics (a relu in float clips +inf)."""
     graph = ir.Graph.from_json(desc)
-    return lambda inputs: _execute(graph, inputs)
+    ports = len(graph.inputs)
+
+    def execute(inputs: Sequence[Tensor]) -> list[Tensor]:
+        if not all(bool(x.isfinite().all()) for x in inputs[ports:]):
+            return []
+        return _execute(graph, inputs[:ports])
+    return execute
 
 
 def _execute(graph: ir.Graph, inputs: Sequence[Tensor]) -> list[Tensor]:

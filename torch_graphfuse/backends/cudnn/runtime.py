@@ -2,9 +2,12 @@
 
 The kernel of a cuDNN group calls `group_executor(desc)` once (desc: the group's
 IR as JSON), then the returned callable per run with the group's inputs in port
-order. The callable returns the outputs as fresh CUDA tensors laid out as the
-IR's output tensors (dims and strides). Whatever it raises, the kernel warns
-once and runs the group unfused, so every check here raises rather than guesses.
+order, then the graph inputs its mapping assumes finite. The callable returns
+the outputs as fresh CUDA tensors laid out as the IR's output tensors (dims and
+strides), or none where the plan would differ from eager on those inputs (a plan
+that is not known to keep NaN and infinities, on an input that holds one): that
+run goes unfused. Whatever it raises, the kernel warns once and runs the group
+unfused, so every check here raises rather than guesses.
 
 Inputs are read as cuDNN reads them: the IR tensor's dims and strides over the
 given tensor's memory from its data pointer (the interpreter's convention; the
@@ -35,7 +38,7 @@ from typing import Any
 import torch
 
 from ... import log
-from . import ir
+from . import ir, special_values
 from .frontend import load_cudnn
 from .ir import TORCH_DTYPES
 from .plans import key as plan_key
@@ -185,8 +188,33 @@ class CudnnExecutor:
             compiled.graph.execute(pack, workspace, handle=handle)
         return outputs
 
+    def _admits(self, compiled: Compiled, ports: Sequence[torch.Tensor],
+                assumed_finite: Sequence[torch.Tensor], device: torch.device,
+                handle: Any) -> bool:
+        """Whether this run may use `compiled`: always where the plan is known to give
+        eager's NaN and infinities (special_values: asked once per plan, of graphs where
+        the answer holds for every input), else only on finite inputs, which takes a host
+        read of the device's answer."""
+        if not assumed_finite:
+            return True
+        if compiled.keeps_special_values is None:
+            keeps = special_values.keeps_special_values(
+                self.graph, lambda xs: self._execute(compiled, xs, device, handle), ports)
+            compiled.keeps_special_values = keeps
+            log.update(NAME, f"plan {compiled.engine or '?'} "
+                             f"{'gives' if keeps else 'is not known to give'} eager's NaN and "
+                             f"infinities{'' if keeps else ': its inputs are checked per run'}")
+        if compiled.keeps_special_values:
+            return True
+        # One read for all of them: each read waits for the device.
+        return bool(torch.stack([torch.isfinite(x).all().to(device)
+                                 for x in assumed_finite]).all())
+
     def __call__(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        device = check_inputs(self.specs, inputs)
+        """The outputs; none where the plan would differ from eager on an input assumed
+        finite (the kernel then runs the group unfused)."""
+        ports, assumed_finite = inputs[:len(self.specs)], inputs[len(self.specs):]
+        device = check_inputs(self.specs, ports)
         cudnn = load_cudnn()
         index = device.index if device.index is not None else torch.cuda.current_device()
         # cuDNN calls on a handle must come with its device current; the JIT does
@@ -200,7 +228,8 @@ class CudnnExecutor:
             key, compiled = self.plan_for(index, handle)
             return self.run_replacing(
                 index, key, compiled, handle,
-                lambda plan: self._execute(plan, inputs, device, handle))
+                lambda plan: self._execute(plan, ports, device, handle)
+                if self._admits(plan, ports, assumed_finite, device, handle) else [])
 
     def run_replacing(self, device_index: int, key: plan_key.PlanKey, compiled: Compiled,
                       handle: Any, run: Callable[[Compiled], list[torch.Tensor]]
@@ -236,6 +265,7 @@ class CudnnExecutor:
 class _RunStats:
     executions: int = 0
     failures: int = 0
+    declined: int = 0  # runs left unfused: an input assumed finite was not
 
 
 _run_stats = _RunStats()
@@ -259,16 +289,17 @@ def group_executor(desc: str) -> Executor:
             log.debug(NAME, f"a group fails, the kernel runs it unfused: {error}")
             _count(failures=1)
             raise
-        _count(executions=1)
+        _count(executions=1) if outputs else _count(declined=1)
         return outputs
 
     return run
 
 
-def _count(executions: int = 0, failures: int = 0) -> None:
+def _count(executions: int = 0, failures: int = 0, declined: int = 0) -> None:
     with _stats_lock:
         _run_stats.executions += executions
         _run_stats.failures += failures
+        _run_stats.declined += declined
 
 
 def set_executor_factory(factory: ExecutorFactory | None) -> ExecutorFactory:
@@ -292,7 +323,7 @@ def executor_factory(factory: ExecutorFactory) -> Iterator[None]:
 
 def stats() -> dict[str, float]:
     """plans_built, memory_hits, disk_hits, disk_rejected, build_ms (the plan cache's,
-    this process), executions and failures (runs through group_executor)."""
+    this process), executions, failures and declined runs (through group_executor)."""
     with _stats_lock:
         runs = asdict(_run_stats)
     cached = asdict(_cache.stats) if _cache is not None else asdict(CacheStats())

@@ -3,7 +3,8 @@
     python -m torch_graphfuse.backends.cudnn.special_values [--json FILE]
 
 The ops that take extrema (relu, clamp, amax) map only where their input is proven
-finite, and the check that proves it reads back to the host on every run. Whether cuDNN
+finite, and the check that proves it reads back to the host (waits for the GPU) on
+every run, unless the plan is known to keep NaN and infinities as eager does. Whether cuDNN
 propagates NaN through them as ATen does (relu(NaN) = NaN, clamp(NaN) = NaN, a max
 reduction over a NaN is NaN) depends on the engine's code, which the API does not
 document: an epilogue may compute max(x, 0) with fmaxf, which returns 0 for NaN.
@@ -14,20 +15,27 @@ FALLBACK), and compares each result with eager PyTorch on the same GPU: NaN wher
 has NaN, the same infinities, finite values within 16-bit rounding. It prints one line
 per (group, plan) and exits non-zero only where nothing could run at all; a mismatch is
 a finding to act on, not a failure of this check.
+
+The runtime asks the same of each plan it uses (`keeps_special_values`), once, on
+probe inputs, where the answer can hold for every input (`probe_decides`: the only
+extremum a relu whose 16-bit result is an output): a plan that keeps them needs no
+finiteness check of its inputs per run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 
-from . import builder, ir
+from . import builder, interpreter, ir
 from .frontend import load_cudnn
 from .ir_maker import Maker, nhwc
 
@@ -169,6 +177,86 @@ CASES = [
 ]
 
 
+# -- one plan, as the runtime asks --------------------------------------------------------
+
+# Where a node differs from ATen on NaN or infinity by cuDNN's own definition, whatever the
+# engine: max/min and the max reductions lose NaN (every engine measured), and relu_fwd
+# clips +inf to FLT_MAX when it computes in float (its default upper clip).
+_NAN_LOSING = {("pointwise", "max"), ("pointwise", "min"), ("reduction", "max"),
+               ("reduction", "min"), ("reduction", "amax")}
+_SIXTEEN_BIT = ("half", "bfloat16")
+
+
+def probe_decides(graph: ir.Graph) -> bool:
+    """Whether a probe of a plan of `graph` can show it gives eager's NaN and infinities on
+    every input: where each extremum is a plain relu whose result is a 16-bit group output
+    that no node reads. FLT_MAX rounds to inf in half and bfloat16, so there the clip is
+    invisible, while a node reading the clipped value (FLT_MAX - inf is -inf, eager's
+    inf - inf is NaN) or a float output would differ on some input the probe never tries.
+    What is left to the engine, NaN through relu and the rounding of the clip, the probe
+    tries."""
+    read = {tid for node in graph.nodes for tid in node.inputs.values()}
+    for node in graph.nodes:
+        mode = node.attrs.get("mode")
+        if (node.op, mode) in _NAN_LOSING:
+            return False
+        if node.op == "pointwise" and mode == "relu_fwd":
+            out = graph.tensor(next(iter(node.outputs.values())))
+            clipped = any(node.attrs.get(name) is not None for name in
+                          ("relu_lower_clip", "relu_upper_clip", "relu_lower_clip_slope"))
+            if clipped or out.virtual or out.id in read or out.dtype not in _SIXTEEN_BIT:
+                return False
+    return True
+
+
+def probe_inputs(like: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Tensors laid out as `like` (sizes, strides, dtype, device; each over a memory of its
+    own, as long as the memory after `like`'s data, which a plan may read through its own
+    strides), holding values in [-1, 1] and, among the elements `like` views, a NaN, a +inf
+    and a -inf in each floating one, at places that differ from port to port (a NaN in two
+    operands at one place would hide an op that loses one)."""
+    generator = torch.Generator().manual_seed(0)
+    made = []
+    for port, x in enumerate(like):
+        if not x.is_floating_point() or x.numel() == 0:
+            made.append(x)
+            continue
+        span = 1 + sum((size - 1) * stride for size, stride in zip(x.shape, x.stride(),
+                                                                   strict=True))
+        room = x.untyped_storage().nbytes() // x.element_size() - x.storage_offset()
+        values = torch.rand(max(span, room), generator=generator) * 2 - 1
+        for k, special in enumerate((math.nan, math.inf, -math.inf)):
+            values[((2 * k + 1) * span // 7 + port * span // 11) % span] = special
+        made.append(values.to(x.device, x.dtype).as_strided(x.shape, x.stride()))
+    return made
+
+
+def keeps_special_values(graph: ir.Graph, execute: Callable[[list[torch.Tensor]],
+                                                            list[torch.Tensor]],
+                         like: Sequence[torch.Tensor]) -> bool:
+    """Whether `execute`, a plan of `graph`, puts NaN and infinities where eager does, on
+    probe_inputs(like), for a graph probe_decides takes (where the interpreter's relu is
+    eager's). False where it does not, and where the interpreter gives no reference or
+    the reference holds no NaN or no +inf: the probe then proves nothing. What `execute`
+    raises, the plan's failure, is raised."""
+    if not probe_decides(graph):
+        return False
+    try:
+        inputs = probe_inputs(like)
+        want = interpreter.run(graph, inputs)
+    except Exception:  # no reference, no proof: the inputs get checked per run
+        return False
+    if not (any(bool(w.isnan().any()) for w in want)
+            and any(bool((w == math.inf).any()) for w in want)):
+        return False
+    got = execute(inputs)
+    for g, w in zip(got, want, strict=True):
+        found = compare(g.float(), w.float())
+        if found["nan_lost"] or found["nan_made"] or found["inf_differs"]:
+            return False
+    return True
+
+
 # -- the sweep ----------------------------------------------------------------------------
 
 
@@ -224,6 +312,16 @@ def sweep_case(case: Case, io: str, handle: object) -> list[Finding]:
     return found
 
 
+def verdict(f: Finding) -> str:
+    if not f.ran:
+        return f"did not run: {f.error}"
+    if f.exact:
+        return "as eager"
+    return (f"DIFFERS: nan_lost={f.nan_lost} nan_made={f.nan_made} "
+            f"inf_differs={f.inf_differs} finite_differs={f.finite_differs} "
+            f"(largest finite error {f.largest_finite_error:.3g})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="also write the findings to this file, one per line")
@@ -235,22 +333,19 @@ def main(argv: list[str] | None = None) -> int:
     handle = cudnn.create_handle()
     cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
     print(f"special_values: {torch.cuda.get_device_name()}, cuDNN {cudnn.backend_version()}")
-    findings = [f for case in CASES for io in DTYPES for f in sweep_case(case, io, handle)]
-    for f in findings:
-        if not f.ran:
-            verdict = f"did not run: {f.error}"
-        elif f.exact:
-            verdict = "as eager"
-        else:
-            verdict = (f"DIFFERS: nan_lost={f.nan_lost} nan_made={f.nan_made} "
-                       f"inf_differs={f.inf_differs} finite_differs={f.finite_differs} "
-                       f"(largest finite error {f.largest_finite_error:.3g})")
-        print(f"{f.case:24} {f.dtype:9} plan {f.plan:2} {f.engine:28} {verdict}")
-    if args.json:
-        with open(args.json, "w") as out:
-            for f in findings:
-                out.write(json.dumps(asdict(f)) + "\n")
-    return 0 if any(f.ran for f in findings) else 1
+    # Each finding is printed (and written) as it comes: plans built by NVRTC take seconds
+    # each, and a sweep stopped by a time limit still reports what it saw.
+    ran = False
+    with open(args.json or os.devnull, "w") as out:
+        for case in CASES:
+            for io in DTYPES:
+                for f in sweep_case(case, io, handle):
+                    ran = ran or f.ran
+                    print(f"{f.case:24} {f.dtype:9} plan {f.plan:2} {f.engine:28} "
+                          f"{verdict(f)}", flush=True)
+                    out.write(json.dumps(asdict(f)) + "\n")
+                    out.flush()
+    return 0 if ran else 1
 
 
 if __name__ == "__main__":

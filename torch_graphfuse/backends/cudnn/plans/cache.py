@@ -39,6 +39,9 @@ class Compiled:
     failed_engines: frozenset[str] = frozenset()
     # (engine id, knobs) as cuDNN reports them, kept with the serialized plan.
     engine_config: list[Any] | None = None
+    # Whether the plan gives NaN and infinities where eager does (probed once by the
+    # runtime, for groups whose mapping assumes finite inputs; None: not yet asked).
+    keeps_special_values: bool | None = None
     # A pygraph keeps per-call state: one execute at a time per plan.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
