@@ -79,8 +79,15 @@ cmake -S . -B build/gpu -G Ninja -DPython3_EXECUTABLE="$python" \
 cmake --build build/gpu
 
 "$python" -m torch_graphfuse.backends.cudnn.preflight
+# In parallel where pytest-xdist is there: device time is lent by the minute, and the
+# tier took over 250 s in one process on an H200 machine's 16 cores, 100 s in twelve.
+parallel=()
+if "$python" -c "import xdist" 2>/dev/null; then
+  parallel=(-n 12)
+fi
 status=0
-"$python" -m pytest test/cudnn test/benchmarks/test_gpu_bench.py -q -rs || status=$?
+"$python" -m pytest test/cudnn test/benchmarks/test_gpu_bench.py -q -rs "${parallel[@]}" \
+  || status=$?
 # A report, not a gate: which engines keep eager's NaN and infinities through relu,
 # clamp and amax decides whether those ops may map without the finite guard. Plans that
 # NVRTC compiles take seconds each, hence the limit.
