@@ -27,6 +27,7 @@ from .rules import Candidate, refusal
 from .workarounds import (
     SizeVerdict,
     flattened_matmul_broadcast,
+    full_then_two_width_operands,
     int8_padding_windows,
     layer_norm_sum,
     pool_operand,
@@ -79,6 +80,33 @@ def _short_attention_split(backend: BackendGraph, mapped: MappedBlock, partition
     return result
 
 
+_ANCHORS = ("MatMul", "Convolution")
+
+
+def _split_at_anchor(backend: BackendGraph, partitions: list[tuple]) -> list[tuple]:
+    """The partitions, each that workarounds.full_then_two_width_operands refuses
+    partitioned again in two: its ops before its first convolution or matmul, and that op
+    with the rest. oneDNN 3.12 computes each half right (the sweep behind that workaround
+    found the wrong order in chains a binary op heads, never in an anchor's post-ops), so
+    MobileBERT's `(x + r) * w + b -> linear -> (+ r) * w + b` fuses as two groups instead
+    of none."""
+    result = []
+    for partition in partitions:
+        ops = [backend.ops[i] for i in partition[1]]
+        anchors = [op.id for op in ops if op.kind in _ANCHORS]
+        if not (partition[0] and anchors and full_then_two_width_operands(ops, backend)):
+            result.append(partition)
+            continue
+        cut = min(anchors)
+        before = [op for op in ops if op.id < cut]
+        if not before:
+            result.append(partition)
+            continue
+        for piece in (before, [op for op in ops if op.id >= cut]):
+            result += _partition_in_pieces(backend, piece)[0]
+    return result
+
+
 def exposed_values(backend: BackendGraph, nodes: list[torch._C.Node],
                    out_ids: list[int]) -> list[int]:
     """The JIT value each output tensor stands for: its own, or, where only the partition
@@ -126,6 +154,7 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
     left: list[tuple[list[torch._C.Node], str]] = []  # refused: their nodes, why
     partitions, refused = _partition_in_pieces(backend, backend.ops)
     partitions = _short_attention_split(backend, mapped, partitions)
+    partitions = _split_at_anchor(backend, partitions)
     for op_id, why in refused:
         op = backend.ops[op_id]
         name = op.node.kind() if op.node is not None else op.kind
