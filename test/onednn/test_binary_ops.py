@@ -185,6 +185,33 @@ def test_binary_chain_with_a_width_operand_on_channels_last_stays_with_aten(
           groups=0, left=None)
 
 
+class PositionsByWidth(nn.Module):
+    """`x - 3 + t.view(1, 1, 1, -1) + t0`, t computed from x.size(3)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        v = x - 3
+        t = torch.zeros(v.size(3), dtype=v.dtype)
+        t[1:].copy_(torch.arange(v.size(3) - 1).to(v.dtype) * -1.25)
+        t[0:1].fill_(7.0)
+        first = t.sum()
+        t.mul_(-3.0)
+        return v + t.view([1, 1, 1, -1]) + first
+
+
+def test_computed_operand_that_is_a_width_at_another_size_pins_the_chain() -> None:
+    # Found by the fuzzer (seed 2775, graph 418): profiled at width 1, t has one element
+    # and the chain fuses; at width 7 it varies along the last dim only, which oneDNN 3.12
+    # indexes wrongly on channels-last data (off by 39.75). The group is pinned to the
+    # profiled sizes: other sizes run unfused.
+    model = PositionsByWidth()
+    x = torch.randn(2, 6, 9, 1).contiguous(memory_format=torch.channels_last)
+    module, _, graph = fuse(model, [x])
+    (group,) = [g for g in runner.fusion_groups(graph) if g.s("backend") == "onednn"]
+    assert group.i("static_shapes") == 1
+    wide = torch.randn(2, 6, 9, 7).contiguous(memory_format=torch.channels_last)
+    assert_matches(run(module, [wide]), eager(model, [wide]), "fp32")
+
+
 class Permuted(nn.Module):
     """An elementwise chain over a permuted view of the input: by scalars, or by a vector
     along the last dim of the view (`scale`)."""

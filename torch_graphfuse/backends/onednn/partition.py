@@ -5,8 +5,8 @@ block, or on pieces of it where it throws. Each partition it offers is a
 `rules.Candidate`, and becomes a fusion group unless a rule of `rules.RULES` refuses it;
 the report gives the rule's reason. A group is pinned to its profiled sizes where a
 mapping baked them in, or where a workaround finds them safe only as profiled (a binary
-operand that could broadcast wrongly after a linear or a pool at another size, an int8
-convolution's windows).
+operand that could broadcast wrongly after a linear or a pool at another size, or vary
+along the last dim only after a binary head, an int8 convolution's windows).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from .op_mapping import MappedBlock
 from .rules import Candidate, refusal
 from .workarounds import (
     SizeVerdict,
+    binary_head_with_width_operand,
     flattened_matmul_broadcast,
     full_then_two_width_operands,
     int8_padding_windows,
@@ -172,7 +173,8 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
             left.append((nodes, why))
             log.debug(NAME, f"partition [{describe(nodes)}] left unfused: {why}")
             continue
-        pinned = SizeVerdict.PIN in (flattened_matmul_broadcast(ops, backend),
+        pinned = SizeVerdict.PIN in (binary_head_with_width_operand(ops, backend),
+                                     flattened_matmul_broadcast(ops, backend),
                                      pool_operand(ops, backend),
                                      layer_norm_sum(ops, backend),
                                      int8_padding_windows(ops, backend))

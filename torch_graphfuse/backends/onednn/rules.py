@@ -190,7 +190,8 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: workarounds.eltwise_head_with_binary(c.ops),
      "an eltwise op on an input meets a binary op (oneDNN 3.12 runs that with its reference "
      "implementation)"),
-    (lambda c: workarounds.binary_head_with_width_operand(c.ops, c.backend),
+    (lambda c: workarounds.binary_head_with_width_operand(c.ops, c.backend)
+     is SizeVerdict.REFUSE,
      "a binary op's chain with an operand that varies along the last dim only (oneDNN 3.12 "
      "indexes it wrongly on channels-last data)"),
     (lambda c: workarounds.full_then_two_width_operands(c.ops, c.backend),

@@ -19,7 +19,7 @@ from .graph_desc import BackendGraph, BackendOp
 
 class SizeVerdict(enum.Enum):
     """A verdict on sizes: what `flattened_matmul_broadcast`, `pool_operand`,
-    `int8_padding_windows` and `layer_norm_sum` find."""
+    `int8_padding_windows`, `layer_norm_sum` and `binary_head_with_width_operand` find."""
     SAFE = "safe"
     PIN = "pin"  # safe at the profiled sizes only
     REFUSE = "refuse"
@@ -232,14 +232,17 @@ def _varies_along_last_dim_only(sizes: list[int]) -> bool:
     return bool(sizes) and sizes[-1] > 1 and all(d == 1 for d in sizes[:-1])
 
 
-def binary_head_with_width_operand(ops: list[BackendOp], backend: BackendGraph) -> bool:
+def binary_head_with_width_operand(ops: list[BackendOp], backend: BackendGraph) -> SizeVerdict:
     """Whether a binary op heads the partition (oneDNN runs it as the binary
     primitive) with an operand of one element or of the result's shape, and a later
     binary op of the partition, on a result of rank >= 4, takes an operand that varies
     along the last dim only, whatever its own rank: on channels-last data oneDNN 3.12's
     binary kernel indexes that operand wrongly (`x * 0.5 + b`, b of shape (1, 1, 1, W) or
     (W,): off by up to 15), or crashes (`x + a + b`, a of x's shape). A sweep of every
-    broadcast of both operands over 4-d and 5-d results found nothing else."""
+    broadcast of both operands over 4-d and 5-d results found nothing else. Refused at the
+    profiled sizes; pinned to them where a later op's operand is computed (not a constant)
+    and broadcast: at other sizes it may vary along the last dim only (the fuzzer's
+    `x - 3 + t.view(1, 1, 1, -1)`, t of x.size(3) elements, profiled at 1)."""
     produced = {t for op in ops for t in op.outputs}
 
     def sizes(t: int) -> list[int]:
@@ -249,15 +252,24 @@ def binary_head_with_width_operand(ops: list[BackendOp], backend: BackendGraph) 
         # Of any rank: numpy broadcasting gives a (W,) operand the result's rank.
         return len(sizes(op.outputs[0])) >= 4 and _varies_along_last_dim_only(sizes(t))
 
-    heads = [op for op in ops if op.kind in _BINARY_OPS
-             and not any(t in produced for t in op.inputs)
-             and any(math.prod(sizes(t)) == 1 or sizes(t) == sizes(op.outputs[0])
-                     for t in op.inputs)]
-    if not heads:
-        return False
-    return any(op.kind in _BINARY_OPS and any(t in produced for t in op.inputs)
-               and any(t not in produced and width_only(t, op) for t in op.inputs)
-               for op in ops)
+    def may_become_width_only(t: int, op: BackendOp) -> bool:
+        result = sizes(op.outputs[0])
+        padded = [1] * (len(result) - len(sizes(t))) + sizes(t)
+        return len(result) >= 4 and not backend.tensors[t].constant and padded != result
+
+    binary_heads = [op for op in ops if op.kind in _BINARY_OPS
+                    and not any(t in produced for t in op.inputs)]
+    later = [(t, op) for op in ops if op.kind in _BINARY_OPS
+             and any(t in produced for t in op.inputs)
+             for t in op.inputs if t not in produced]
+    heads = [op for op in binary_heads
+             if any(math.prod(sizes(t)) == 1 or sizes(t) == sizes(op.outputs[0])
+                    for t in op.inputs)]
+    if heads and any(width_only(t, op) for t, op in later):
+        return SizeVerdict.REFUSE
+    if binary_heads and any(may_become_width_only(t, op) for t, op in later):
+        return SizeVerdict.PIN
+    return SizeVerdict.SAFE
 
 
 def full_then_two_width_operands(ops: list[BackendOp], backend: BackendGraph) -> bool:
