@@ -32,9 +32,12 @@ class ExternalKernel : public GroupBase {
  public:
   explicit ExternalKernel(const Node* node)
       : GroupBase(node, true), backend_(node->s(attr::backend)), desc_(node->s(attr::desc)),
-        // The inputs assumed finite come as tensors, not as all_finite's flags.
-        finite_tensors_(std::exchange(finite_flags_, 0)),
-        n_inputs_(node->inputs().size() - finite_tensors_) {
+        // The inputs assumed finite come as tensors where the executor checks them,
+        // else as all_finite's flags, which GroupBase takes.
+        finite_tensors_(node->hasAttribute(attr::finite_by_executor)
+                            ? std::exchange(finite_flags_, 0)
+                            : 0),
+        n_inputs_(node->inputs().size() - finite_tensors_ - finite_flags_) {
     const auto& types = node->tys(attr::output_types);
     TORCH_CHECK(types.size() == node->outputs().size(),
                 "graphfuse::FusionGroup: one output type per output");

@@ -141,7 +141,7 @@ GroupBase::GroupBase(const Node* node, bool exact_strides)
       exact_strides_(exact_strides) {
   // A group whose mapping assumes graph inputs finite (see
   // fusion/finite_guard.py) takes graphfuse::all_finite's answer for each last
-  // (an external backend's group the inputs themselves: external_kernel.cpp).
+  // (with finite_by_executor, the inputs themselves: external_kernel.cpp).
   if (node->hasAttribute(attr::finite_inputs)) finite_flags_ = node->is(attr::finite_inputs).size();
   if (node->hasAttribute(attr::guarded)) {
     guarded_ = node->is(attr::guarded);

@@ -8,9 +8,9 @@
 // tensors that only the group's shape arithmetic reads (the backend never sees
 // them; their sizes are guarded where a mapping baked them in, and part of the
 // kernel's spec otherwise); then one bool per `finite_inputs`
-// entry, kAllFinite's answer for an input the mapping assumes finite (for a
-// group of an external backend, the input itself, which its executor checks
-// where its plan needs it). With a
+// entry, kAllFinite's answer for an input the mapping assumes finite (with
+// `finite_by_executor`, the input itself, which the external backend's executor
+// checks where its plan needs it). With a
 // `head`, the inputs before the shape inputs are that graph's, from which it
 // makes the description's ports through views only.
 // Outputs: the description's outputs, each a new tensor; or, with a `tail`, that
@@ -47,6 +47,8 @@ inline constexpr const char* kSoftmaxFlushed = "graphfuse::softmax_flushed";
   X(last_dims, "last_dims", "inputs whose last size a mapping baked in (guarded)")         \
   X(shape_inputs, "shape_inputs", "how many last inputs only the shape arithmetic reads")   \
   X(finite_inputs, "finite_inputs", "the inputs the mapping assumes finite")                \
+  X(finite_by_executor, "finite_by_executor",                                                \
+    "1 when those inputs come as tensors, which the external executor checks")                \
   X(guarded, "guarded", "the inputs the type guard checks")                                 \
   X(types, "types", "the type each guarded input must match")                               \
   X(output_types, "output_types", "the outputs' profiled types (external executors)")       \

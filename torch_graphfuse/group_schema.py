@@ -8,13 +8,14 @@ Inputs, in order: the backend description's ports; then `shape_inputs` tensors
 that only the group's shape arithmetic reads (never seen by the backend; their
 sizes are guarded where a mapping baked them in, and part of the kernel's spec
 otherwise); then one bool per `finite_inputs` entry, which the `ALL_FINITE` op
-computes just before the group (for a group of an external backend, the input itself,
-which its executor checks where its plan needs it). Outputs are new tensors, or with a `tail`, that
-graph's views of them (fusion/boundary_views). The `backend` attribute names the
-kernel: `ONEDNN` for the built-in oneDNN kernel, `CONSTANT` for the built-in kernel that
-returns values computed from the profiled sizes (backends/constant), any other runs
-through the executor its backend registered. `SOFTMAX_FLUSHED` is ATen's softmax run with
-denormals flushed to zero, for probabilities only flushed groups read.
+computes just before the group (with `finite_by_executor`, the input itself,
+which the external backend's executor checks where its plan needs it). Outputs
+are new tensors, or with a `tail`, that graph's views of them
+(fusion/boundary_views). The `backend` attribute names the kernel: `ONEDNN` for
+the built-in oneDNN kernel, `CONSTANT` for the built-in kernel that returns
+values computed from the profiled sizes (backends/constant), any other runs
+through the executor its backend registered. `SOFTMAX_FLUSHED` is ATen's softmax
+run with denormals flushed to zero, for probabilities only flushed groups read.
 """
 
 from __future__ import annotations

@@ -144,10 +144,11 @@ def test_run_on_a_side_stream_matches_eager(fresh_runtime: Path) -> None:
                                             ("clamp", torch.float16)], ids=str)
 def test_nan_and_infinities_after_fused_runs_give_eagers(act: str, dtype: torch.dtype,
                                                         fresh_runtime: Path) -> None:
-    """relu and clamp map on inputs assumed finite. The runtime probes a plan once where
-    that can settle it (a 16-bit relu output): one that keeps NaN and infinities runs such
-    inputs fused with no host read; any other group sends them unfused. Either way the
-    result is eager's, NaN and infinities included."""
+    """relu and clamp map on inputs assumed finite. Where a probe can settle it (a 16-bit
+    relu output) the runtime probes each plan once, and one that keeps NaN and infinities
+    runs such inputs fused with no host read; any other group sends them unfused (the
+    executor declines, or all_finite's flag). Either way the result is eager's, NaN and
+    infinities included."""
     torch.manual_seed(0)
     model, inputs = on_gpu(ConvAct(act), images(), dtype, channels_last=True)
     special = inputs[0].clone()
@@ -162,7 +163,7 @@ def test_nan_and_infinities_after_fused_runs_give_eagers(act: str, dtype: torch.
                 module(*inputs)
             out = module(special)
     stats = runtime.stats()
-    assert stats["executions"] + stats["declined"] >= 2 and stats["failures"] == 0, stats
+    assert stats["executions"] >= 1 and stats["failures"] == 0, stats
     assert torch.equal(out.isnan(), expected.isnan())
     assert torch.equal(out.isinf(), expected.isinf())
     assert torch.equal(out[out.isinf()], expected[expected.isinf()])

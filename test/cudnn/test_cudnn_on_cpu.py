@@ -109,38 +109,46 @@ def test_executor_failure_runs_unfused_with_one_warning() -> None:
     assert torch_graphfuse.kernel_stats()["fallbacks"] >= 1
 
 
-def test_group_assuming_its_input_finite_takes_the_input_not_a_host_scan() -> None:
+@pytest.mark.parametrize(("dtype", "by_executor"), [("bf16", True), ("fp32", False)])
+def test_relu_group_takes_its_input_where_a_probe_can_clear_its_plans(
+        dtype: str, by_executor: bool) -> None:
+    """A 16-bit relu output: the group takes x itself, which its executor checks only for
+    plans a probe does not clear (no host read per call where one does). A float one:
+    cuDNN's relu clips +inf to FLT_MAX there, which no probe clears, so x is scanned once
+    per call by all_finite, a scan every group relying on x shares."""
     model, x = ConvBiasRelu(), torch.randn(2, 8, 10, 10)
-    _, _, graph = fuse(model, [x])
+    _, _, graph = fuse(model, [x], dtype)
     group, = runner.fusion_groups(graph)
     x_input = list(graph.inputs())[1]  # after the module
     assert group.s("backend") == "cudnn" and getattr(group, "is")("finite_inputs") == [1]
-    assert not [n for n in graph.nodes() if n.kind() == "graphfuse::all_finite"]
-    assert list(group.inputs())[-1] is x_input
+    assert group.hasAttribute("finite_by_executor") is by_executor
+    scans = [n for n in graph.nodes() if n.kind() == "graphfuse::all_finite"]
+    assert len(scans) == (0 if by_executor else 1)
+    last = list(group.inputs())[-1]
+    assert last is (x_input if by_executor else scans[0].output())
 
 
+@pytest.mark.parametrize(("dtype", "by_executor"), [("bf16", True), ("fp32", False)])
 def test_input_assumed_finite_that_is_not_runs_unfused_without_a_warning(
-        fresh_runtime: Path) -> None:
-    """The simulation's executor declines such a run, as cuDNN's does with a plan not
-    known to give eager's NaN and infinities: the kernel runs it unfused, quietly."""
+        dtype: str, by_executor: bool, fresh_runtime: Path) -> None:
+    """all_finite's flag, or the executor declining the run (the simulation's does, as
+    cuDNN's does with a plan no probe cleared): the kernel runs it unfused, quietly."""
     model, x = ConvBiasRelu(), torch.randn(2, 8, 10, 10)
     bad = x.clone()
     bad[0, 0, 3, 3] = float("nan")
     bad[1, 2, 5, 5] = float("inf")
-    module = runner.freeze(model.eval(), [x])
-    for _ in range(3):
-        run(module, [x])
+    module, _, _ = fuse(model, [x], dtype)
     torch_graphfuse.reset_kernel_stats()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = run(module, [bad])
-        again = run(module, [x])
-    assert_matches(out, eager(model, [bad]), "fp32")
+        out = run(module, [bad], dtype)
+        again = run(module, [x], dtype)
+    assert_matches(out, eager(model, [bad], dtype), dtype)
     assert out[0, :, 3, 3].isnan().all()
-    assert_matches(again, eager(model, [x]), "fp32")
+    assert_matches(again, eager(model, [x], dtype), dtype)
     stats = torch_graphfuse.kernel_stats()
     assert (stats["nonfinite_fallbacks"], stats["fused_runs"]) == (1, 1)
-    assert runtime.stats()["declined"] == 1
+    assert runtime.stats()["declined"] == (1 if by_executor else 0)
 
 
 class OuterRelu(nn.Module):

@@ -11,9 +11,11 @@ once per call,
 and each group takes the answers for its inputs as its last inputs, in
 `finite_inputs` order: when one holds NaN or infinity, the group runs
 its subgraph unfused (what eager computes); groups relying on other inputs
-only stay fused. A group of an external backend (cuDNN) takes the inputs
-themselves instead and checks them where its plan needs it. Runs after
-type_guard, which guards tensor inputs only.
+only stay fused. A group its backend marked `finite_by_executor` (cuDNN's,
+where a probe of its plan can settle NaN and infinities) takes the inputs
+themselves instead, and its executor checks them where the plan needs it.
+Runs after the backends' own passes and type_guard, which guards tensor
+inputs only.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from .. import log
-from ..group_schema import ALL_FINITE, ATTR, CONSTANT, ONEDNN, backend
+from ..group_schema import ALL_FINITE, ATTR
 
 NAME = log.module_name(__file__)
 
@@ -44,11 +46,11 @@ def run(graph: torch._C.Graph, groups: list[torch._C.Node]) -> None:
 
 
 def _checks_itself(group: torch._C.Node) -> bool:
-    """A group of an external backend takes the inputs themselves: its executor reads
-    them only where its plan differs from ATen on NaN or infinity (cuDNN's runtime
-    tries each plan on such values once), so a plan that does not needs no host read
-    per call, which on a GPU would wait for the device."""
-    return group.hasAttribute(ATTR.backend) and backend(group) not in (ONEDNN, CONSTANT)
+    """A group its backend marked `finite_by_executor` takes the inputs themselves: its
+    executor reads them only where its plan differs from ATen on NaN or infinity (cuDNN's
+    runtime tries each plan on such values once), so a plan that does not needs no host
+    read per call, which on a GPU would wait for the device."""
+    return group.hasAttribute(ATTR.finite_by_executor)
 
 
 def _all_finite(graph: torch._C.Graph, x: torch._C.Value) -> torch._C.Value:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ...group_schema import ATTR
 from ..base import BlockPartitioner, Executor, GraphFacts, Partition
 from . import BACKEND, OFFERED_BY, partition
 from .op_table import TABLE
@@ -36,4 +37,12 @@ class CudnnBackend:
         return runtime.group_executor(desc)
 
     def finish(self, graph: torch._C.Graph, groups: list[torch._C.Node]) -> None:
-        pass
+        # A group whose plans a probe can clear of NaN and infinity takes the inputs it
+        # assumes finite as tensors (finite_guard); any other keeps all_finite's flags,
+        # one scan per input per call that every group relying on it shares.
+        from . import ir, special_values
+
+        for group in groups:
+            if group.hasAttribute(ATTR.finite_inputs) and special_values.probe_decides(
+                    ir.Graph.from_json(group.s(ATTR.desc))):
+                group.i_(ATTR.finite_by_executor, 1)

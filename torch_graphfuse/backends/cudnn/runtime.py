@@ -335,6 +335,6 @@ def reset() -> None:
     folder again); the plans on disk stay."""
     global _cache
     with _stats_lock:
-        _run_stats.executions = _run_stats.failures = 0
+        _run_stats.executions = _run_stats.failures = _run_stats.declined = 0
     with _cache_lock:
         _cache = None
