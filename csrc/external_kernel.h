@@ -12,10 +12,10 @@
 namespace graphfuse {
 
 // factory(backend, desc) -> executor; executor(inputs) -> outputs. The inputs
-// are the description's ports, then the graph inputs the group's mapping
-// assumes finite (`finite_inputs`): such a backend checks them itself, where
-// its plan needs it, instead of the host read of graphfuse::all_finite before
-// every run. An executor returns no outputs to decline one run (an input it
+// are the description's ports, then, for a group marked `finite_by_executor`,
+// the graph inputs its mapping assumes finite (`finite_inputs`): the executor
+// checks them itself where its plan needs it, instead of the host read of
+// graphfuse::all_finite before every run. An executor returns no outputs to decline one run (an input it
 // was told to check is not finite): that run goes unfused. Any exception runs
 // the unfused subgraph, with one warning. The Python side registers the
 // factory (module.cpp), which asks the backend of that name for the executor.

@@ -6,6 +6,7 @@ the defect it pins."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -22,6 +23,7 @@ from fusion_check import (
 from torch import nn
 
 from torch_graphfuse import last_report
+from torch_graphfuse.backends.onednn import partition as onednn_partition
 from torch_graphfuse.testing import runner
 
 
@@ -288,3 +290,18 @@ def test_width_chain_around_a_linear_fuses_in_two_groups_cut_at_the_linear(dtype
     kinds = [[k for k in group if k != "aten::to"] for group in group_kinds(graph)]  # bf16's
     assert sorted(kinds) == [["aten::add", "aten::add", "aten::linear", "aten::mul"],
                              ["aten::add", "aten::add", "aten::mul"]]
+
+
+def test_split_is_kept_only_where_each_half_gives_what_the_other_reads() -> None:
+    # ops 0 -> 1 -> 2 (the anchor) -> 3; op 3 also reads op 0's tensor 10. A first half
+    # that keeps 10 inside (oneDNN partitions it seeing only its own ops) would leave the
+    # second half without it: the whole partition stays as it was.
+    ops = [SimpleNamespace(inputs=[1], outputs=[10]), SimpleNamespace(inputs=[10], outputs=[11]),
+           SimpleNamespace(inputs=[11, 2], outputs=[12]),
+           SimpleNamespace(inputs=[12, 10], outputs=[13])]
+    backend = SimpleNamespace(ops=ops)
+    whole = (True, [0, 1, 2, 3], [1, 2], [13])
+    keeps = [(True, [0, 1], [1], [10, 11]), (True, [2, 3], [11, 2, 10], [13])]
+    drops = [(True, [0, 1], [1], [11]), (True, [2, 3], [11, 2, 10], [13])]
+    assert onednn_partition._keeps_outputs(backend, whole, keeps)
+    assert not onednn_partition._keeps_outputs(backend, whole, drops)

@@ -100,12 +100,26 @@ def _split_at_anchor(backend: BackendGraph, partitions: list[tuple]) -> list[tup
             continue
         cut = min(anchors)
         before = [op for op in ops if op.id < cut]
-        if not before:
-            result.append(partition)
-            continue
-        for piece in (before, [op for op in ops if op.id >= cut]):
-            result += _partition_in_pieces(backend, piece)[0]
+        pieces = [] if not before else [
+            p for piece in (before, [op for op in ops if op.id >= cut])
+            for p in _partition_in_pieces(backend, piece)[0]]
+        result += pieces if pieces and _keeps_outputs(backend, partition, pieces) \
+            else [partition]
     return result
+
+
+def _keeps_outputs(backend: BackendGraph, whole: tuple, pieces: list[tuple]) -> bool:
+    """Whether each piece gives every tensor it makes that is read outside it: the whole
+    partition's outputs and what the other pieces read. oneDNN partitions a piece seeing
+    only its ops, so a tensor another piece reads could be left inside."""
+    read_outside = set(whole[3])
+    for piece in pieces:
+        made = {t for i in piece[1] for t in backend.ops[i].outputs}
+        for other in pieces:
+            if other is not piece:
+                read_outside |= made & {t for i in other[1] for t in backend.ops[i].inputs}
+    return all({t for i in piece[1] for t in backend.ops[i].outputs} & read_outside
+               <= set(piece[3]) for piece in pieces)
 
 
 def exposed_values(backend: BackendGraph, nodes: list[torch._C.Node],

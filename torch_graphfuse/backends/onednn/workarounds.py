@@ -240,8 +240,8 @@ def binary_head_with_width_operand(ops: list[BackendOp], backend: BackendGraph) 
     binary kernel indexes that operand wrongly (`x * 0.5 + b`, b of shape (1, 1, 1, W) or
     (W,): off by up to 15), or crashes (`x + a + b`, a of x's shape). A sweep of every
     broadcast of both operands over 4-d and 5-d results found nothing else. Refused at the
-    profiled sizes; pinned to them where a later op's operand is computed (not a constant)
-    and broadcast: at other sizes it may vary along the last dim only (the fuzzer's
+    profiled sizes; pinned to them where a later op's operand is not a constant and does
+    not follow the result's sizes: at other sizes it may vary along the last dim only (the fuzzer's
     `x - 3 + t.view(1, 1, 1, -1)`, t of x.size(3) elements, profiled at 1)."""
     produced = {t for op in ops for t in op.outputs}
 
@@ -255,7 +255,10 @@ def binary_head_with_width_operand(ops: list[BackendOp], backend: BackendGraph) 
     def may_become_width_only(t: int, op: BackendOp) -> bool:
         result = sizes(op.outputs[0])
         padded = [1] * (len(result) - len(sizes(t))) + sizes(t)
-        return len(result) >= 4 and not backend.tensors[t].constant and padded != result
+        # Equal to the result, it follows the result's sizes, unless both are 1 where a
+        # width needs 1s (profiled at (1, 1, 1, 1), the operand may be (1, 1, 1, W) later).
+        tracks = padded == result and not all(d == 1 for d in padded[:-1])
+        return len(result) >= 4 and not backend.tensors[t].constant and not tracks
 
     binary_heads = [op for op in ops if op.kind in _BINARY_OPS
                     and not any(t in produced for t in op.inputs)]
