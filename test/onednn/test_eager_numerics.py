@@ -305,3 +305,31 @@ def test_split_is_kept_only_where_each_half_gives_what_the_other_reads() -> None
     drops = [(True, [0, 1], [1], [11]), (True, [2, 3], [11, 2, 10], [13])]
     assert onednn_partition._keeps_outputs(backend, whole, keeps)
     assert not onednn_partition._keeps_outputs(backend, whole, drops)
+
+
+class PermutedGram(nn.Module):
+    """`v @ v.transpose(-1, -2)`, v = x.permute(1, 0, 2, 3): batch dims swapped in memory."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        v = x.permute(1, 0, 2, 3)
+        return torch.matmul(v, v.transpose(-1, -2))
+
+
+def test_product_with_swapped_batch_dims_and_a_dim_of_one_stays_with_aten() -> None:
+    # Found by the fuzzer (seed 2779): at K = 1 oneDNN 3.12 was off by up to 16.
+    model, x = PermutedGram(), torch.randn(8, 5, 9, 1)
+    _, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    assert not runner.fusion_groups(graph)
+
+
+def test_product_with_swapped_batch_dims_runs_fused_at_its_sizes_only() -> None:
+    # Right at K = 2 (Swin's linears read their permuted windows so), pinned: another
+    # size could bring K = 1.
+    model, x = PermutedGram(), torch.randn(8, 5, 9, 2)
+    module, out, graph = fuse(model, [x])
+    assert_matches(out, eager(model, [x]), "fp32")
+    (group,) = runner.fusion_groups(graph)
+    assert group.i("static_shapes") == 1
+    one = torch.randn(8, 5, 9, 1)
+    assert_matches(run(module, [one]), eager(model, [one]), "fp32")

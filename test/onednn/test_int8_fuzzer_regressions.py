@@ -7,7 +7,18 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401 (registers quantized_decomposed)
 from fusion_check import eager, fuse, run
-from int8_models import DEQUANTIZE, QUANTIZE, S8_IN, S8_OUT, U8_IN, VNNI, Act, QWeight, kinds
+from int8_models import (
+    DEQUANTIZE,
+    QUANTIZE,
+    S8_IN,
+    S8_OUT,
+    U8_IN,
+    U8_OUT,
+    VNNI,
+    Act,
+    QWeight,
+    kinds,
+)
 from torch import nn
 from torch.nn import functional as F
 
@@ -190,3 +201,20 @@ def test_int8_product_whose_scaled_sum_could_overflow_stays_with_aten(
     ref = eager(model, [x])
     assert (out.int() - ref.int()).abs().max().item() <= 1
     assert any(model.kind in k for k in kinds(graph)) == (fuses and VNNI)
+
+
+class TransposedBatchProduct(nn.Module):
+    """`v @ v.transpose(-1, -2)`, v the s8 operand's dims 3 and 0 swapped: v's rows lie
+    innermost in memory, with a batch dim between its rows and its columns."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        v = S8_IN.dequantize(S8_IN.quantize(x.contiguous().transpose(3, 0)))
+        return U8_OUT.quantize(F.relu6(torch.matmul(v, v.transpose(-1, -2)) / 4.0))
+
+
+def test_product_of_a_transposed_operand_with_a_batch_dim_inside_stays_with_aten() -> None:
+    # seed 2779, graph 77: oneDNN 3.12 gave 255 where eager gave 0 (473 of 648 values).
+    model, x = TransposedBatchProduct(), torch.randn(2, 8, 9, 5)
+    _, out, graph = fuse(model, [x])
+    assert torch.equal(out, eager(model, [x]))
+    assert not any("aten::matmul" in k for k in kinds(graph))

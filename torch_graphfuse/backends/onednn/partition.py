@@ -6,7 +6,8 @@ block, or on pieces of it where it throws. Each partition it offers is a
 the report gives the rule's reason. A group is pinned to its profiled sizes where a
 mapping baked them in, or where a workaround finds them safe only as profiled (a binary
 operand that could broadcast wrongly after a linear or a pool at another size, or vary
-along the last dim only after a binary head, an int8 convolution's windows).
+along the last dim only after a binary head, a matmul operand with its batch dims out of
+order whose matrix dim could be 1, an int8 convolution's windows).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .workarounds import (
     full_then_two_width_operands,
     int8_padding_windows,
     layer_norm_sum,
+    matmul_operand_layout,
     pool_operand,
     short_attention_softmaxes,
 )
@@ -191,6 +193,7 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
                                      flattened_matmul_broadcast(ops, backend),
                                      pool_operand(ops, backend),
                                      layer_norm_sum(ops, backend),
+                                     matmul_operand_layout(ops, backend),
                                      int8_padding_windows(ops, backend))
         shape_inputs = candidate.shape_inputs
         made = {v.unique(): v for n in nodes for v in n.outputs()}

@@ -197,6 +197,10 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: workarounds.full_then_two_width_operands(c.ops, c.backend),
      "a binary op's chain with a full-size operand, then two that vary along the last dim "
      "only (oneDNN 3.12 applies them wrongly)"),
+    (lambda c: workarounds.matmul_operand_layout(c.ops, c.backend) is SizeVerdict.REFUSE,
+     "a matmul operand whose batch dims are not outer to inner in memory with a matrix dim "
+     "of 1, or a transposed first operand with a batch dim between its rows and columns "
+     "(oneDNN 3.12 computes them wrongly)"),
     (lambda c: workarounds.int8_products_saturate(c.ops),
      "int8 products on a CPU without VNNI ({isa}): oneDNN sums their pairs in int16, which "
      "saturates"),

@@ -19,7 +19,8 @@ from .graph_desc import BackendGraph, BackendOp
 
 class SizeVerdict(enum.Enum):
     """A verdict on sizes: what `flattened_matmul_broadcast`, `pool_operand`,
-    `int8_padding_windows`, `layer_norm_sum` and `binary_head_with_width_operand` find."""
+    `int8_padding_windows`, `layer_norm_sum`, `binary_head_with_width_operand` and
+    `matmul_operand_layout` find."""
     SAFE = "safe"
     PIN = "pin"  # safe at the profiled sizes only
     REFUSE = "refuse"
@@ -430,6 +431,46 @@ def residual_of_the_anchor_source(ops: list[BackendOp]) -> bool:
                 if op.kind in ("Convolution", "MatMul") and op.inputs[0] in source}
     return any(op.kind in _BINARY_OPS and any(source.get(t) in anchored for t in op.inputs)
                for op in ops)
+
+
+# Ops a matmul's operand passes through unchanged in layout inside a partition.
+_LAYOUT_KEEPING = frozenset({"Quantize", "Dequantize", "TypeCast"})
+
+
+def matmul_operand_layout(ops: list[BackendOp], backend: BackendGraph) -> SizeVerdict:
+    """A matmul operand, as given, that oneDNN 3.12 computed wrongly with (found by the
+    fuzzer, seed 2779; a sweep of all 24 orders of a 4-d operand at K = 1, 2 and 5):
+    - batch dims (those before the last two, of size > 1) not outer to inner in memory,
+      with a matrix dim of size 1: `v @ v.transpose(-1, -2)` of `x.permute(1, 0, 2, 3)`
+      at K = 1, off by up to 16 (at K = 2 and 5 right: Swin's linears read their permuted
+      windows so), pinned to the profiled sizes where no matrix dim is 1 yet;
+    - a first operand stored transposed (its rows innermost) with a batch dim between its
+      rows and columns: `v.transpose(3, 0)` of an int8 operand at K = 2. Attention's
+      `q @ k.transpose(-1, -2)`, its batch between rows and columns with the columns
+      innermost, is not this."""
+    made_by = {t: op for op in ops for t in op.outputs}
+    verdict = SizeVerdict.SAFE
+    for op in ops:
+        if op.kind != "MatMul":
+            continue
+        for port, t in enumerate(op.inputs[:2]):
+            while t in made_by and made_by[t].kind in _LAYOUT_KEEPING:
+                t = made_by[t].inputs[0]
+            tensor = backend.tensors[t]
+            if t in made_by or tensor.sizes is None or tensor.strides is None \
+                    or len(tensor.sizes) < 3:
+                continue
+            dims = list(zip(tensor.sizes, tensor.strides, strict=True))
+            batch = [st for size, st in dims[:-2] if size > 1]
+            (rows, row_stride), (cols, col_stride) = dims[-2:]
+            if port == 0 and rows > 1 and cols > 1 and row_stride < col_stride \
+                    and any(row_stride < st < col_stride for st in batch):
+                return SizeVerdict.REFUSE
+            if any(inner > outer for outer, inner in zip(batch, batch[1:], strict=False)):
+                if rows == 1 or cols == 1:
+                    return SizeVerdict.REFUSE
+                verdict = SizeVerdict.PIN
+    return verdict
 
 
 def flattened_matmul_broadcast(ops: list[BackendOp], backend: BackendGraph) -> SizeVerdict:
