@@ -15,9 +15,9 @@ namespace graphfuse {
 // are the description's ports, then, for a group marked `finite_by_executor`,
 // the graph inputs its mapping assumes finite (`finite_inputs`): the executor
 // checks them itself where its plan needs it, instead of the host read of
-// graphfuse::all_finite before every run. An executor returns no outputs to decline one run (an input it
-// was told to check is not finite): that run goes unfused. Any exception runs
-// the unfused subgraph, with one warning. The Python side registers the
+// graphfuse::all_finite before every run. An executor returns no outputs to
+// decline one run (an input it was told to check is not finite): that run goes
+// unfused. Any exception runs the unfused subgraph, with one warning. The Python side registers the
 // factory (module.cpp), which asks the backend of that name for the executor.
 using GroupExecutor = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
 using GroupExecutorFactory =

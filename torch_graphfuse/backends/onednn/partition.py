@@ -114,14 +114,10 @@ def _keeps_outputs(backend: BackendGraph, whole: tuple, pieces: list[tuple]) -> 
     """Whether each piece gives every tensor it makes that is read outside it: the whole
     partition's outputs and what the other pieces read. oneDNN partitions a piece seeing
     only its ops, so a tensor another piece reads could be left inside."""
-    read_outside = set(whole[3])
-    for piece in pieces:
-        made = {t for i in piece[1] for t in backend.ops[i].outputs}
-        for other in pieces:
-            if other is not piece:
-                read_outside |= made & {t for i in other[1] for t in backend.ops[i].inputs}
-    return all({t for i in piece[1] for t in backend.ops[i].outputs} & read_outside
-               <= set(piece[3]) for piece in pieces)
+    made = [{t for i in piece[1] for t in backend.ops[i].outputs} for piece in pieces]
+    read = [{t for i in piece[1] for t in backend.ops[i].inputs} for piece in pieces]
+    return all(made[k] & set(whole[3]).union(*read[:k], *read[k + 1:]) <= set(piece[3])
+               for k, piece in enumerate(pieces))
 
 
 def exposed_values(backend: BackendGraph, nodes: list[torch._C.Node],
