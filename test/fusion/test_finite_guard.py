@@ -326,3 +326,66 @@ def test_neg_of_a_nan_runs_unfused_so_the_nan_sign_is_eagers() -> None:
     check_nonfinite_call(model, [x], [bad])
     module = fuse(model, [x])[0]
     assert torch.equal(torch.signbit(run(module, [bad])), torch.signbit(model(bad)))
+
+
+class ShuffleUnit(nn.Module):
+    """ShuffleNet's unit: the channel shuffle, TorchScript's chunk of it, and a conv+relu
+    on one half."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 1)
+        self.branch = nn.Conv2d(2, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        n, c, h, w = y.shape
+        y = y.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+        left, right = y.chunk(2, dim=1)
+        return torch.cat([left, torch.relu(self.branch(right))], dim=1)
+
+
+def test_chunk_keeps_finiteness_so_the_relu_after_it_is_onednn_relu() -> None:
+    model, x = ShuffleUnit(), torch.randn(1, 4, 6, 6)
+    graph = check(model, [x], left=None)
+    assert " ReLU " in _descs(graph) and " Elu " not in _descs(graph)
+    bad = x.clone()
+    bad[0, 1, 2, 3] = float("nan")
+    torch.testing.assert_close(run(fuse(model, [x])[0], [bad]), model(bad), equal_nan=True)
+
+
+class ResizedPositions(nn.Module):
+    """A position table resized to the input's grid (DINOv2's bicubic, BEiT's bilinear)
+    and added to the tokens before a linear and GELU."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(1, 8, 3, 3))
+        self.fc = nn.Linear(8, 8)
+        self.mode = mode
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[1], x.shape[2]
+        table = F.interpolate(self.table, size=(h, w), mode=self.mode, align_corners=False)
+        return F.gelu(self.fc(x + table.permute(0, 2, 3, 1)))
+
+
+@pytest.mark.parametrize("mode", ["bicubic", "bilinear"])
+def test_resized_position_table_keeps_finiteness_so_the_gelu_after_it_maps(mode: str) -> None:
+    check(ResizedPositions(mode), [torch.randn(1, 5, 5, 8)], left=None)
+    assert "aten::gelu" not in dict(torch_graphfuse.last_report().unmapped)
+
+
+_MADE = {
+    "arange": lambda y: torch.arange(y.shape[-1], dtype=y.dtype),
+    "zeros": lambda y: torch.zeros(y.shape[-1], dtype=y.dtype),
+    "ones": lambda y: torch.ones(y.shape[-1], dtype=y.dtype),
+}
+
+
+@pytest.mark.parametrize("made", sorted(_MADE))
+def test_a_new_tensor_from_sizes_is_finite_so_the_relu_after_it_is_onednn_relu(
+        made: str) -> None:
+    graph = check(ConvThen(lambda y: torch.relu(y + _MADE[made](y))),
+                  [torch.randn(1, 3, 8, 8)], left=None)
+    assert " ReLU " in _descs(graph) and " Elu " not in _descs(graph)

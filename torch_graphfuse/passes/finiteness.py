@@ -116,6 +116,14 @@ FINITE_PRESERVING: dict[str, Callable[[torch._C.Node], bool]] = {
         "aten::upsample_nearest2d", "aten::pixel_shuffle", "aten::__getitem__",
         "prim::ListConstruct", "prim::ListUnpack", "prim::TupleConstruct",
         "prim::TupleUnpack", "prim::TupleIndex", "prim::NumToTensor",
+        # TorchScript's chunk into a known number of pieces (ShuffleNet's branch split)
+        "prim::ConstantChunk",
+        # weighted sums of neighbours (position tables resized to the image)
+        "aten::upsample_bilinear2d", "aten::upsample_bicubic2d",
+        # new tensors: arange raises on a NaN or infinite bound; bitwise_not takes only
+        # integers and bools
+        "aten::arange", "aten::zeros", "aten::ones", "aten::zeros_like", "aten::ones_like",
+        "aten::bitwise_not",
     ], _always),
     "aten::to": _keeps_range,
     "aten::type_as": _keeps_range,
