@@ -183,6 +183,22 @@ def test_layer_norm_plus_a_tensor_of_its_shape_keeps_the_sum() -> None:
         assert_matches(out, eager(model, inputs, dtype), dtype)
 
 
+def test_layer_norm_cast_to_bf16_plus_a_tensor_of_its_shape_keeps_the_sum() -> None:
+    # Differential fuzzer, seed 2783 (fp32:2954), on AVX-512 with bf16: the cast becomes
+    # the layer-norm kernel's destination type and the add its sum, dropped as above
+    # (11-13 off). With both casts inside the graph, and with a bf16 input.
+    model = Program(lambda self, a, b: self.norm(a).to(torch.bfloat16) + b.to(torch.bfloat16))
+    model.norm = nn.LayerNorm(32)
+    inputs = [3 * torch.randn(2, 8, 32), 3 * torch.randn(2, 8, 32)]
+    _, out, _ = fuse(model, inputs)
+    assert_matches(out, eager(model, inputs), "bf16")
+    model = Program(lambda self, a, b: b + self.norm(a).to(torch.bfloat16))
+    model.norm = nn.LayerNorm(32)
+    inputs = [inputs[0], inputs[1].to(torch.bfloat16)]
+    _, out, _ = fuse(model, inputs)
+    assert_matches(out, eager(model, inputs), "bf16")
+
+
 def test_layer_norm_plus_a_bias_keeps_the_sum_at_a_batch_of_one() -> None:
     # Differential fuzzer, seed 68: a (5,) bias broadcast over a (2, 5) layer_norm result
     # is right, but at a batch of 1 the bias has the sum's shape, and oneDNN 3.12 drops it
