@@ -27,6 +27,7 @@ from torch_graphfuse.testing.fuzz.propose_layers import (
     p_matmul,
     p_mean,
     p_pool,
+    p_resize,
     p_rms_norm,
     p_softmax,
     p_windows,
@@ -68,7 +69,7 @@ PROPOSERS: list[tuple[Callable[[Gen], int | None], int]] = [
     (p_diamond, 2), (p_pool, 5),
     (p_mean, 3), (p_cat, 3), (p_softmax, 3), (p_shape, 8), (p_identity, 3), (p_cast, 3),
     (p_inplace, 7), (p_unsupported, 4), (p_positions, 3),
-    (p_size_scale, 2), (p_filled_positions, 2), (p_windows, 2),
+    (p_size_scale, 2), (p_filled_positions, 2), (p_windows, 2), (p_resize, 1),
 ]
 
 

@@ -81,6 +81,9 @@ _kind("max_pool2d", "F.max_pool2d({0}, {kernel}, {stride}, {padding}, {dilation}
 _kind("avg_pool2d", "F.avg_pool2d({0}, {kernel}, {stride}, {padding}, ceil_mode={ceil_mode}, "
       "count_include_pad={count_include_pad})")
 _kind("adaptive_avg_pool2d", "F.adaptive_avg_pool2d({0}, {size})")
+# A table resized to another grid (DINOv2's and BEiT's position tables).
+_kind("resize", "F.interpolate({0}, size={size}, mode={mode}, align_corners={align_corners})",
+      aten=["upsample_bilinear2d", "upsample_bicubic2d"])
 _kind("permute", "{0}.permute({dims})", exact=True)
 _kind("transpose", "{0}.transpose({d0}, {d1})", exact=True)
 _kind("t", "{0}.t()", exact=True)
@@ -92,6 +95,8 @@ _kind("contiguous", "{0}.contiguous()", exact=True)
 # narrowed or selected slice, a broadcast.
 _kind("split", "{0}.split({size}, {dim})[{index}]", exact=True)
 _kind("narrow", "{0}.narrow({dim}, {start}, {length})", exact=True)
+# TorchScript unpacks a chunk into a fixed number of pieces (prim::ConstantChunk).
+_kind("chunk", "{0}.chunk({chunks}, {dim})[{index}]", exact=True)
 _kind("select", "{0}.select({dim}, {index})", exact=True)
 _kind("expand", "{0}.expand({sizes})", exact=True)
 _kind("to", "{0}.to({dtype})", exact=True)

@@ -252,6 +252,16 @@ def p_pool(g: Gen) -> int | None:
     return g.emit(Op(kind, (x,), attrs))
 
 
+def p_resize(g: Gen) -> int | None:
+    """A 4-d value resized bilinearly or bicubically to another grid."""
+    x = g.pick(lambda v: len(g.shape(v)) == 4 and g.dtype_of(v).is_floating_point)
+    if x is None:
+        return None
+    size = tuple(choice(g.c, [s, s + 1, 2 * s, max(1, s // 2)]) for s in g.shape(x)[-2:])
+    return g.emit(Op("resize", (x,), {"size": size, "mode": choice(g.c, ["bilinear", "bicubic"]),
+                                      "align_corners": chance(g.c, 0.5)}))
+
+
 def p_mean(g: Gen) -> int | None:
     x = g.pick(lambda v: len(g.shape(v)) >= 1)
     if x is None:

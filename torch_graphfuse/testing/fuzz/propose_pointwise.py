@@ -168,7 +168,7 @@ def p_shape(g: Gen) -> int | None:
         return None
     return _shape_op(g, x, choice(g.c, ["permute", "transpose", "t", "reshape", "flatten",
                                         "squeeze", "unsqueeze", "contiguous", "split",
-                                        "narrow", "select", "expand"]))
+                                        "narrow", "select", "expand", "chunk"]))
 
 
 def _shape_op(g: Gen, x: int, kind: str) -> int | None:
@@ -200,7 +200,7 @@ def _shape_op(g: Gen, x: int, kind: str) -> int | None:
 
 
 def _slice_op(g: Gen, x: int, kind: str) -> int | None:
-    """A view of part of x (split, narrow, select) or of x broadcast (expand)."""
+    """A view of part of x (split, chunk, narrow, select) or of x broadcast (expand)."""
     shape, c = g.shape(x), g.c
     rank = len(shape)
     if rank == 0:
@@ -214,6 +214,14 @@ def _slice_op(g: Gen, x: int, kind: str) -> int | None:
             return None
         index = c.integer(0, (n - 1) // size)
         return g.emit(Op("split", (x,), {"size": size, "dim": dim, "index": index}))
+    if kind == "chunk" and n > 1:
+        chunks = c.integer(2, min(n, 4))
+        # As with split, the trace keeps the number of pieces.
+        pieces = {-(-s[dim] // -(-s[dim] // chunks)) for s in g.shapes(x)}
+        if len(pieces) != 1:
+            return None
+        index = c.integer(0, pieces.pop() - 1)
+        return g.emit(Op("chunk", (x,), {"chunks": chunks, "dim": dim, "index": index}))
     if kind == "narrow" and n > 1:
         start = c.integer(0, n - 1)
         return g.emit(Op("narrow", (x,), {"dim": dim, "start": start,
