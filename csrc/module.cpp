@@ -10,8 +10,12 @@
 
 #include <pybind11/stl.h>
 
+#include <dlfcn.h>
+
 #include <atomic>
+#include <locale>
 #include <mutex>
+#include <string>
 #include <unordered_set>
 
 #include "buffer_pool.h"
@@ -20,6 +24,11 @@
 #include "kernel_stats.h"
 #include "onednn/api.h"
 #include "onednn/graph.h"
+#include "py_object.h"
+
+#ifdef GRAPHFUSE_CUDNN_NATIVE
+#include "cudnn/native_runner.h"
+#endif
 
 #include <oneapi/dnnl/dnnl.h>
 
@@ -112,16 +121,6 @@ std::vector<int64_t> prepare(const std::vector<std::string>& texts) {
   return prepare_partitions(descs);
 }
 
-// A Python object that may be dropped by a thread not holding the GIL
-// (a kernel freed with its graph); at interpreter exit it is leaked.
-std::shared_ptr<py::object> shared_py(py::object obj) {
-  return std::shared_ptr<py::object>(new py::object(std::move(obj)), [](py::object* o) {
-    if (!Py_IsInitialized()) return;
-    py::gil_scoped_acquire gil;
-    delete o;
-  });
-}
-
 // factory(backend, desc) -> executor; executor(list[Tensor]) -> list[Tensor]. Python
 // errors come back as std::runtime_error, made while the GIL is held.
 void set_executor_factory(py::object factory) {
@@ -136,6 +135,9 @@ void set_executor_factory(py::object factory) {
     } catch (py::error_already_set& e) {
       throw std::runtime_error(e.what());
     }
+#ifdef GRAPHFUSE_CUDNN_NATIVE
+    if (auto native = cudnn::native_executor(*executor)) return *native;
+#endif
     return [executor](const std::vector<at::Tensor>& inputs) {
       py::gil_scoped_acquire gil;
       try {
@@ -147,6 +149,17 @@ void set_executor_factory(py::object factory) {
       }
     };
   });
+}
+
+// Whether this extension uses the process's shared libstdc++. A copy linked in
+// statically (a toolchain's default; CMakeLists.txt links the shared one by path)
+// has locale facets that do not match the shared one torch loaded: writing a number
+// to a stream then crashes (the cuDNN frontend's plan reader did, on an H100).
+bool shared_libstdcxx() {
+  Dl_info info{};
+  const auto classic = &std::locale::classic;
+  if (!dladdr(reinterpret_cast<void*>(classic), &info) || !info.dli_fname) return false;
+  return std::string(info.dli_fname).find("libstdc++") != std::string::npos;
 }
 
 }  // namespace
@@ -162,9 +175,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_profiled_kinds", &set_profiled_kinds,
         "the ops whose inputs the profiling executor records types for");
   m.def("_is_enabled", [] { return g_enabled.load(); });
+  m.def("_uses_shared_libstdcxx", &shared_libstdcxx,
+        "whether this extension runs on the process's shared libstdc++");
   m.def("_set_group_executor_factory", &set_executor_factory,
         "factory(backend, desc) -> executor(list[Tensor]) -> list[Tensor], for groups of a "
         "backend other than the built-in oneDNN kernel's");
+#ifdef GRAPHFUSE_CUDNN_NATIVE
+  cudnn::bind(m);
+#endif
   m.def("_partition", &partition, "oneDNN's partitions of a backend description");
   m.def("_prepare_partitions", &prepare,
         "partition fusion groups in one oneDNN call; a ticket per group (-1: none)");

@@ -82,8 +82,9 @@ for module in cudnn pytest; do
 done
 
 echo "gpu_test: building the extension against $python's torch into build/gpu"
+# Its configure says whether cuDNN groups get the C++ executor (csrc/cudnn).
 cmake -S . -B build/gpu -G Ninja -DPython3_EXECUTABLE="$python" \
-  -DGRAPHFUSE_OUTPUT_DIR="$PWD/torch_graphfuse" >/dev/null
+  -DGRAPHFUSE_OUTPUT_DIR="$PWD/torch_graphfuse" | sed -n 's/^-- \(cuDNN groups: .*\)/gpu_test: \1/p'
 cmake --build build/gpu
 
 "$python" -m torch_graphfuse.backends.cudnn.preflight

@@ -196,6 +196,136 @@ def test_a_group_no_plan_runs_is_refused_instead_of_replanned_on_every_call(
     assert compiler.builds == 1 + runtime.CudnnExecutor.MAX_REPLACEMENTS
 
 
+# -- the C++ executor: which plans are offered to it, and when again ----------------------
+
+
+def native_copies(monkeypatch: pytest.MonkeyPatch) -> list[Compiled]:
+    """runtime.native_plan gives each plan's engine name as its "C++ copy"; the plans
+    asked for, in order."""
+    asked: list[Compiled] = []
+
+    def copy(device_index: int, compiled: Compiled) -> str:
+        asked.append(compiled)
+        return f"native {compiled.engine} on {device_index}"
+    monkeypatch.setattr(runtime, "native_plan", copy)
+    return asked
+
+
+def test_a_plan_that_ran_is_offered_to_the_cpp_executor_once(
+        store: PlanStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = native_copies(monkeypatch)
+    executor = executor_over(PlanCache(FakeCompiler(), store), monkeypatch)
+    assert executor.native_offer is None
+    executor.plan_for(0, None)
+    executor.offer_native(0, False, checks_inputs=False)
+    # uids of the ports: inputs (ids 0, 1), then the output (id 3)
+    assert executor.native_offer == (1, "native eng0 on 0", plan_key.TF32_NEVER, False,
+                                     [100, 101, 103])
+    executor.offer_native(0, False, checks_inputs=False)
+    assert executor.native_offer[0] == 1 and len(asked) == 1
+
+
+def test_a_replaced_plan_is_offered_under_a_new_generation(
+        store: PlanStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    native_copies(monkeypatch)
+    executor = executor_over(PlanCache(FakeCompiler(), store), monkeypatch)
+    key, first = executor.plan_for(0, None)
+    executor.offer_native(0, False, checks_inputs=False)
+
+    def run(plan: Compiled) -> list[torch.Tensor]:
+        if plan.engine == "eng0":
+            raise RuntimeError("CUDNN_STATUS_EXECUTION_FAILED")
+        return [torch.zeros(1)]
+
+    executor.run_replacing(0, key, first, None, run)
+    executor.offer_native(0, False, checks_inputs=False)
+    assert executor.native_offer is not None
+    assert executor.native_offer[:2] == (2, "native eng1 on 0")
+
+
+def test_an_fp32_plan_is_offered_with_the_tf32_flag_it_was_chosen_under(
+        store: PlanStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    native_copies(monkeypatch)
+    executor = executor_over(PlanCache(FakeCompiler(), store), monkeypatch,
+                             conv_relu_ir(dtype="float"))
+    with tf32_flags(conv=True, matmul=False):
+        executor.plan_for(0, None)
+        executor.offer_native(0, True, checks_inputs=False)
+    assert executor.native_offer is not None
+    assert executor.native_offer[2:4] == (plan_key.TF32_CUDNN_FLAG, True)
+    with tf32_flags(conv=False, matmul=False):
+        executor.plan_for(0, None)
+        executor.offer_native(0, False, checks_inputs=False)
+    assert executor.native_offer[:4] == (2, "native eng0 on 0", plan_key.TF32_CUDNN_FLAG, False)
+
+
+def test_a_plan_that_may_need_the_per_run_finite_check_is_not_offered(
+        store: PlanStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    native_copies(monkeypatch)
+    executor = executor_over(PlanCache(FakeCompiler(), store), monkeypatch)
+    _, compiled = executor.plan_for(0, None)
+    compiled.keeps_special_values = False
+    executor.offer_native(0, False, checks_inputs=True)
+    assert executor.native_offer is None
+    kept = executor_over(PlanCache(FakeCompiler(), store), monkeypatch)
+    _, compiled = kept.plan_for(0, None)
+    compiled.keeps_special_values = True
+    kept.offer_native(0, False, checks_inputs=True)
+    assert kept.native_offer is not None
+
+
+def test_a_plan_without_a_cpp_copy_withdraws_the_offer(
+        store: PlanStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    native_copies(monkeypatch)
+    executor = executor_over(PlanCache(FakeCompiler(), store), monkeypatch)
+    executor.plan_for(0, None)
+    executor.offer_native(0, False, checks_inputs=False)
+    monkeypatch.setattr(runtime, "native_plan", lambda device_index, compiled: None)
+    executor.plan_for(1, None)
+    executor.offer_native(1, False, checks_inputs=False)
+    assert executor.native_offer is None
+
+
+def test_this_build_runs_cudnn_groups_through_python_unless_it_has_the_cpp_executor(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    if hasattr(runtime._C, "CudnnNativeRunner"):
+        pytest.skip("this extension has the C++ executor")
+    monkeypatch.setenv(runtime.NATIVE_ENV, "1")
+    compiled = Compiled(graph=None, uids={}, workspace_size=0, autotuned=False)
+    assert not runtime.native_available() and not runtime.native_enabled()
+    assert runtime.native_plan(0, compiled) is None and compiled.native is False
+    assert runtime.stats()["native_runs"] == 0
+
+
+def test_cudnn_groups_get_the_cpp_runner_only_when_asked_and_usable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[tuple[Any, ...]] = []
+
+    class Runner:
+        def __init__(self, *args: Any) -> None:
+            made.append(args)
+
+    usable = [True]
+    monkeypatch.setattr(runtime._C, "CudnnNativeRunner", Runner, raising=False)
+    monkeypatch.setattr(runtime._C, "_uses_shared_libstdcxx", lambda: usable[0])
+    graph = conv_relu_ir()
+    monkeypatch.delenv(runtime.NATIVE_ENV, raising=False)
+    assert not isinstance(runtime.group_executor(graph.to_json()), Runner)
+    monkeypatch.setenv(runtime.NATIVE_ENV, "1")
+    assert isinstance(runtime.group_executor(graph.to_json()), Runner)
+    run, executor, inputs, outputs = made[0]
+    assert isinstance(executor, runtime.CudnnExecutor) and executor.offers_native and callable(run)
+    assert inputs == [([1, 8, 4, 4], [128, 1, 32, 8], torch.half),
+                      ([8, 8, 3, 3], [72, 1, 24, 8], torch.half)]
+    assert outputs == [([1, 8, 4, 4], [128, 1, 32, 8], torch.half)]
+    with runtime.executor_factory(lambda desc: lambda inputs: []):
+        assert not isinstance(runtime.group_executor(graph.to_json()), Runner)
+    # a libstdc++ linked into the extension statically: the runner would crash
+    usable[0] = False
+    assert not isinstance(runtime.group_executor(graph.to_json()), Runner)
+    assert len(made) == 1
+
+
 # -- inputs assumed finite: checked per run only where the plan differs from eager ---------
 
 

@@ -22,6 +22,15 @@ memory, disk or cuDNN), allocates outputs and workspace from torch's caching
 allocator and executes on torch's current CUDA stream, with one cuDNN handle
 per thread and device (a handle must not be shared across threads).
 
+With TORCH_GRAPHFUSE_CUDNN_NATIVE=1, where the extension has the C++ executor
+(built against a CUDA torch with the cuDNN frontend's headers: csrc/cudnn),
+`group_executor` hands the kernel a CudnnNativeRunner instead: once this executor
+has run a plan that needs no per-run check, it offers that plan (`native_offer`),
+and the runner executes it from C++ with no GIL. Every run it cannot take (another
+device or TF32 setting, an input it would refuse, a failed execute) still comes
+here, so the checks, errors and replacements below hold for both. It is off unless
+asked for until a GPU run has passed its tests (test_cudnn_gpu_native.py).
+
 `set_executor_factory` / `executor_factory` swap what `group_executor` makes
 (the CPU reference interpreter stands in for cuDNN in CPU end-to-end tests);
 `stats()` counts plans and runs whatever the factory.
@@ -30,6 +39,7 @@ per thread and device (a handle must not be shared across threads).
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -37,7 +47,7 @@ from typing import Any
 
 import torch
 
-from ... import log
+from ... import _C, log
 from . import ir, special_values
 from .frontend import load_cudnn
 from .ir import TORCH_DTYPES
@@ -53,6 +63,8 @@ ExecutorFactory = Callable[[str], Executor]
 
 # cuDNN's tensor descriptors promise 16-byte aligned pointers to its kernels.
 ALIGNMENT = 16
+
+NATIVE_ENV = "TORCH_GRAPHFUSE_CUDNN_NATIVE"
 
 
 class InputMismatch(ValueError):
@@ -156,6 +168,13 @@ class CudnnExecutor:
         # Why cuDNN gave no plan, per device and TF32 setting: asking again on every
         # run would cost each unfused run the heuristics' milliseconds.
         self._refusals: dict[tuple[int, bool], str] = {}
+        # What the C++ runner may run without calling back (read after each run it
+        # sends here): None, or (generation, C++ plan, plan_key.tf32_flag, TF32
+        # setting, the frontend uids of the ports, inputs then outputs).
+        self.native_offer: tuple[int, Any, int, bool, list[int]] | None = None
+        self.offers_native = False  # set where a CudnnNativeRunner runs this executor
+        self._generation = 0
+        self._offered: Compiled | None = None
 
     def plan_for(self, device_index: int, handle: Any) -> tuple[plan_key.PlanKey, Compiled]:
         # Read on every run: eager follows a change of torch's TF32 flags at once.
@@ -226,10 +245,31 @@ class CudnnExecutor:
             # builds an object, a few microseconds on every run.
             cudnn.set_stream(handle, torch._C._cuda_getCurrentRawStream(index))
             key, compiled = self.plan_for(index, handle)
-            return self.run_replacing(
+            outputs = self.run_replacing(
                 index, key, compiled, handle,
                 lambda plan: self._execute(plan, ports, device, handle)
                 if self._admits(plan, ports, assumed_finite, device, handle) else [])
+            if outputs and self.offers_native:
+                self.offer_native(index, key.tf32, checks_inputs=bool(assumed_finite))
+            return outputs
+
+    def offer_native(self, device_index: int, tf32: bool, checks_inputs: bool) -> None:
+        """Offer the plan that has just run on (device, TF32 setting) to the C++ runner,
+        unless it is the one offered last; none where a run of it may need the per-run
+        check of the inputs assumed finite, or it has no C++ copy."""
+        found = self._plans.get((device_index, tf32))
+        if found is None or found[1] is self._offered:
+            return
+        compiled = self._offered = found[1]
+        plan = None
+        if not checks_inputs or compiled.keeps_special_values:
+            plan = native_plan(device_index, compiled)
+        if plan is None:
+            self.native_offer = None
+            return
+        self._generation += 1
+        uids = [compiled.uids[tid] for tid in (*self.graph.inputs, *self.graph.outputs)]
+        self.native_offer = (self._generation, plan, plan_key.tf32_flag(self.graph), tf32, uids)
 
     def run_replacing(self, device_index: int, key: plan_key.PlanKey, compiled: Compiled,
                       handle: Any, run: Callable[[Compiled], list[torch.Tensor]]
@@ -256,6 +296,33 @@ class CudnnExecutor:
         self._plans.pop(slot, None)
         self._refusals[slot] = f"{type(failure).__name__}: {failure}"
         raise failure
+
+
+def native_plan(device_index: int, compiled: Compiled) -> Any:
+    """The C++ executor's copy of `compiled` (its serialized plan read back on the
+    device), made once per plan; None where this build has no C++ executor or the plan
+    does not serialize."""
+    if compiled.native is None:
+        make = getattr(_C, "CudnnNativePlan", None)
+        compiled.native = False
+        if make is not None:
+            try:
+                compiled.native = make(device_index, bytes(compiled.graph.serialize(as_bytes=True)))
+            except Exception as error:
+                log.debug(NAME, f"plan {compiled.engine or '?'} runs through Python only: {error}")
+    return compiled.native or None
+
+
+def native_available() -> bool:
+    """Whether this extension has the C++ executor and it can run in this process (it
+    uses the process's shared libstdc++)."""
+    return hasattr(_C, "CudnnNativeRunner") and bool(_C._uses_shared_libstdcxx())
+
+
+def native_enabled() -> bool:
+    """Whether groups made now run their settled plan from C++:
+    TORCH_GRAPHFUSE_CUDNN_NATIVE=1 and native_available()."""
+    return os.environ.get(NATIVE_ENV, "0") == "1" and native_available()
 
 
 # -- the factory the kernel calls ----------------------------------------------------------
@@ -292,6 +359,11 @@ def group_executor(desc: str) -> Executor:
         _count(executions=1) if outputs else _count(declined=1)
         return outputs
 
+    if isinstance(executor, CudnnExecutor) and native_enabled():
+        executor.offers_native = True
+        inputs = [(list(s.dims), list(s.strides), s.dtype) for s in executor.specs]
+        outputs = [(list(t.dims), list(t.strides), TORCH_DTYPES[t.dtype]) for t in executor.outputs]
+        return _C.CudnnNativeRunner(run, executor, inputs, outputs)
     return run
 
 
@@ -323,11 +395,16 @@ def executor_factory(factory: ExecutorFactory) -> Iterator[None]:
 
 def stats() -> dict[str, float]:
     """plans_built, memory_hits, disk_hits, disk_rejected, build_ms (the plan cache's,
-    this process), executions, failures and declined runs (through group_executor)."""
+    this process), executions, failures and declined runs (through group_executor),
+    and of the executions those the C++ executor ran (native_runs) and the C++
+    executes that failed and went to Python (native_failures)."""
     with _stats_lock:
         runs = asdict(_run_stats)
+    native = (_C._cudnn_native_stats() if hasattr(_C, "_cudnn_native_stats")
+              else {"native_runs": 0, "native_failures": 0})
+    runs["executions"] += native["native_runs"]
     cached = asdict(_cache.stats) if _cache is not None else asdict(CacheStats())
-    return {**cached, **runs}
+    return {**cached, **runs, **native}
 
 
 def reset() -> None:
@@ -336,5 +413,7 @@ def reset() -> None:
     global _cache
     with _stats_lock:
         _run_stats.executions = _run_stats.failures = _run_stats.declined = 0
+    if hasattr(_C, "_cudnn_native_reset"):
+        _C._cudnn_native_reset()
     with _cache_lock:
         _cache = None

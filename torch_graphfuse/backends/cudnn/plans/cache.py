@@ -42,6 +42,9 @@ class Compiled:
     # Whether the plan gives NaN and infinities where eager does (probed once by the
     # runtime, for groups whose mapping assumes finite inputs; None: not yet asked).
     keeps_special_values: bool | None = None
+    # The plan read back by the C++ executor (runtime.native_plan): None until asked,
+    # False where it cannot be.
+    native: Any = None
     # A pygraph keeps per-call state: one execute at a time per plan.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 

@@ -53,17 +53,29 @@ def device_key(graph: ir.Graph, device_index: int) -> PlanKey:
                    tf32_allowed(graph))
 
 
+# Which of torch's flags decides TF32 for a group (the C++ executor reads the same).
+TF32_NEVER, TF32_CUDNN_FLAG, TF32_MATMUL_FLAG = 0, 1, 2
+
+
+def tf32_flag(graph: ir.Graph) -> int:
+    """The flag eager follows for this group's anchor: none outside fp32; for a
+    convolution torch.backends.cudnn.allow_tf32 (on by default), for a matmul
+    torch.backends.cuda.matmul.allow_tf32 (off by default)."""
+    if graph.io_dtype != "float":
+        return TF32_NEVER
+    if any(node.op == "conv_fprop" for node in graph.nodes):
+        return TF32_CUDNN_FLAG
+    return TF32_MATMUL_FLAG
+
+
 def tf32_allowed(graph: ir.Graph) -> bool:
-    """Whether eager would run this group's anchor in TF32: never outside fp32; a
-    convolution as torch.backends.cudnn.allow_tf32 says (on by default), a matmul as
-    torch.backends.cuda.matmul.allow_tf32 says (off by default)."""
+    """Whether eager would run this group's anchor in TF32 now (tf32_flag's flag)."""
     import torch
 
-    if graph.io_dtype != "float":
-        return False
-    if any(node.op == "conv_fprop" for node in graph.nodes):
+    flag = tf32_flag(graph)
+    if flag == TF32_CUDNN_FLAG:
         return bool(torch.backends.cudnn.allow_tf32)
-    return bool(torch.backends.cuda.matmul.allow_tf32)
+    return flag == TF32_MATMUL_FLAG and bool(torch.backends.cuda.matmul.allow_tf32)
 
 
 def deselected_notes(graph: ir.Graph, tf32: bool) -> list[str]:
