@@ -18,6 +18,9 @@ the first kernel and after the last, a large part of a batch-1 call:
   latency: one call at a time, each waited for; the median, in ms.
   throughput: calls issued back to back, one synchronize per round; samples/s, best round.
 
+With TORCH_GRAPHFUSE_CUDNN_NATIVE=1 in the environment, the plugin's groups run their plans
+from C++ (backends/cudnn/runtime.py); its groups' note says which executor ran them.
+
 Writes GPU_RESULTS.md and gpu_speedup.png into benchmarks/ (GPU_RESULTS-quick.md and
 gpu_speedup-quick.png for --quick). Needs a CUDA GPU and the cuda extra: run it through
 scripts/gpu_test.sh --bench on a GPU machine.

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -189,6 +190,17 @@ def test_plot_needs_eager_to_plot_against(tmp_path: Path) -> None:
     without_eager = [p for p in gpu_peers.PEERS if p.key != "eager"]
     assert not gpu_report.plot(_runs(), without_eager, tmp_path / "none.png", "GPU")
     assert not (tmp_path / "none.png").exists()
+
+
+def test_host_time_per_group_run_averages_the_profilers_group_events_only() -> None:
+    def event(key: str, count: int, cpu_us: float) -> SimpleNamespace:
+        return SimpleNamespace(key=key, count=count, cpu_time_total=cpu_us)
+
+    events = [event("graphfuse::FusionGroup_1 [linear, add]", 10, 400.0),
+              event("graphfuse::FusionGroup_2 [_convolution, relu]", 30, 2000.0),
+              event("aten::addmm", 120, 9000.0)]
+    assert gpu_timing.host_us_per_group_run(events) == 60.0
+    assert gpu_timing.host_us_per_group_run(events[2:]) is None
 
 
 def test_cudnn_versions_read_as_major_minor_patch() -> None:

@@ -12,6 +12,8 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 
@@ -89,18 +91,38 @@ def throughput(call: Call, batch: int, latency: float, timing: Timing) -> float:
     return best
 
 
+GROUP_EVENT = "graphfuse::FusionGroup"
+HOST_PROFILE_CALLS = 10
+
+
+def host_us_per_group_run(events: Iterable[Any]) -> float | None:
+    """Mean CPU time of a fusion group's run (its kernel, executor and launches) over the
+    torch profiler's averaged events; None where no group ran."""
+    groups = [e for e in events if e.key.startswith(GROUP_EVENT)]
+    runs = sum(e.count for e in groups)
+    return sum(e.cpu_time_total for e in groups) / runs if runs else None
+
+
 def _graphfuse_note(call: Call) -> str:
-    """cuDNN groups in the optimized graph and what building their plans took."""
+    """cuDNN groups in the optimized graph, what building their plans took, which executor
+    ran them and their host time per run."""
     from torch_graphfuse.backends.cudnn import runtime  # loads cuDNN: the plugin's child only
 
-    call()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        for _ in range(HOST_PROFILE_CALLS):
+            call()
+        torch.cuda.synchronize()
+    host_us = host_us_per_group_run(profile.key_averages())
+    host = "" if host_us is None else f", {host_us:.0f} us of host time per group run"
     graph = torch.jit.last_executed_optimized_graph()
     groups = [g for g in runner.fusion_groups(graph)
               if g.hasAttribute("backend") and g.s("backend") == "cudnn"]
     stats = runtime.stats()
     failures = f", {stats['failures']:.0f} failed runs" if stats["failures"] else ""
+    executor = (f", C++ executor ({stats['native_runs']:.0f} of {stats['executions']:.0f} runs)"
+                if runtime.native_enabled() else ", Python executor")
     return (f"{len(groups)} cuDNN groups, {stats['plans_built']:.0f} plans built in "
-            f"{stats['build_ms']:.0f} ms{failures}")
+            f"{stats['build_ms']:.0f} ms{failures}{executor}{host}")
 
 
 def run_job(config: Config, peer: Peer, timing: Timing) -> Measurement:
