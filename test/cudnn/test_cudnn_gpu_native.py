@@ -5,6 +5,7 @@ built against a CUDA torch with the cuDNN frontend's headers (scripts/gpu_test.s
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -76,4 +77,34 @@ def test_cpp_runs_go_on_torchs_current_stream(fresh_runtime: Path,
             out = module(late)
         side.synchronize()
     assert runtime.stats()["native_runs"] == before + 1
+    assert_close(out, expected, torch.float16)
+
+
+@requires_gpu
+@requires_native
+def test_an_input_the_cpp_runner_cannot_take_goes_to_the_python_executor(
+        fresh_runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An input of the profiled sizes and strides but 2 bytes off cuDNN's 16-byte
+    alignment passes the kernel's guard; the C++ runner leaves it to the Python
+    executor, which refuses it, and the group runs unfused with eager's result."""
+    monkeypatch.setenv(runtime.NATIVE_ENV, "1")
+    torch.manual_seed(0)
+    model, inputs = on_gpu(LinearAct("relu"), rows(), torch.float16)
+    module = runner.freeze(model, inputs)
+    x = inputs[0]
+    shifted = torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)[1:].view_as(x)
+    shifted.copy_(x)
+    with torch.no_grad(), torch_graphfuse.fuser(True), \
+            warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            module(x)
+        before = runtime.stats()
+        out = module(shifted)
+        expected = model(x)
+    after = runtime.stats()
+    assert before["native_runs"] >= 1
+    assert after["native_runs"] == before["native_runs"]
+    assert after["failures"] == before["failures"] + 1
+    assert any("16-byte aligned" in str(w.message) for w in seen), [str(w.message) for w in seen]
     assert_close(out, expected, torch.float16)
