@@ -139,14 +139,7 @@ void set_executor_factory(py::object factory) {
     if (auto native = cudnn::native_executor(*executor)) return *native;
 #endif
     return [executor](const std::vector<at::Tensor>& inputs) {
-      py::gil_scoped_acquire gil;
-      try {
-        return (*executor)(inputs).cast<std::vector<at::Tensor>>();
-      } catch (py::error_already_set& e) {
-        throw std::runtime_error(e.what());
-      } catch (py::cast_error& e) {
-        throw std::runtime_error(std::string("the executor's result: ") + e.what());
-      }
+      return call_py_executor(*executor, inputs);
     };
   });
 }

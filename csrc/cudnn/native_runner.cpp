@@ -198,15 +198,8 @@ class NativeRunner {
         std::atomic_store(&fast_, std::shared_ptr<const Installed>());
       }
     }
+    auto outputs = call_py_executor(*run_, inputs);
     py::gil_scoped_acquire gil;
-    std::vector<at::Tensor> outputs;
-    try {
-      outputs = (*run_)(inputs).cast<std::vector<at::Tensor>>();
-    } catch (py::error_already_set& e) {
-      throw std::runtime_error(e.what());
-    } catch (py::cast_error& e) {
-      throw std::runtime_error(std::string("the executor's result: ") + e.what());
-    }
     try {
       take_offer();
     } catch (const std::exception& e) {  // this run stands; later ones stay in Python
@@ -216,8 +209,6 @@ class NativeRunner {
     }
     return outputs;
   }
-
-  bool installed() const { return static_cast<bool>(std::atomic_load(&fast_)); }
 
  private:
   // The checks of the Python executor's InputSpec, and the plan's device and TF32
@@ -315,9 +306,7 @@ void bind(py::module& m) {
              cudnn_library();
              return std::make_shared<NativePlan>(device, std::string(payload));
            }),
-           py::arg("device"), py::arg("payload"))
-      .def_property_readonly("device", &NativePlan::device)
-      .def_property_readonly("workspace_size", &NativePlan::workspace_size);
+           py::arg("device"), py::arg("payload"));
   py::class_<NativeRunner, std::shared_ptr<NativeRunner>>(
       m, "CudnnNativeRunner",
       "A cuDNN group's executor: the plan its Python executor offers runs in C++, "
@@ -329,8 +318,7 @@ void bind(py::module& m) {
            [](NativeRunner& runner, const std::vector<at::Tensor>& inputs) {
              py::gil_scoped_release no_gil;
              return runner(inputs);
-           })
-      .def_property_readonly("installed", &NativeRunner::installed);
+           });
   m.def("_cudnn_native_stats", [] {
     py::dict d;
     d["native_runs"] = g_native_runs.load();
