@@ -376,6 +376,29 @@ def test_resized_position_table_keeps_finiteness_so_the_gelu_after_it_maps(mode:
     assert "aten::gelu" not in dict(torch_graphfuse.last_report().unmapped)
 
 
+class GatedSplit(nn.Module):
+    """MambaOut's gated block: one projection split in three unequal pieces (traced as
+    `split_with_sizes`), a GELU gate on the first and a scale by a constant divisor on
+    the others."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, value, rest = torch.split(self.fc(x), [8, 4, 4], dim=-1)
+        return F.gelu(gate) * torch.cat([value, torch.floor_divide(rest, 2.0)], dim=-1)
+
+
+def test_unequal_split_and_floor_division_by_a_constant_keep_finiteness() -> None:
+    graph = runner.freeze(GatedSplit(), [torch.randn(2, 5, 8)]).graph
+    facts = finiteness.analyze(graph)
+    kinds = {"prim::ListUnpack", "aten::gelu", "aten::floor_divide", "aten::mul"}
+    nodes = [n for n in graph.nodes() if n.kind() in kinds]
+    assert {n.kind() for n in nodes} == kinds
+    assert all(o.unique() in facts for n in nodes for o in n.outputs())
+
+
 _MADE = {
     "arange": lambda y: torch.arange(y.shape[-1], dtype=y.dtype),
     "zeros": lambda y: torch.zeros(y.shape[-1], dtype=y.dtype),

@@ -109,7 +109,9 @@ FINITE_PRESERVING: dict[str, Callable[[torch._C.Node], bool]] = {
         "aten::reshape", "aten::view", "aten::flatten", "aten::squeeze", "aten::unsqueeze",
         "aten::permute", "aten::transpose", "aten::t", "aten::contiguous", "aten::expand",
         "aten::expand_as", "aten::slice", "aten::select", "aten::narrow", "aten::cat",
-        "aten::concat", "aten::stack", "aten::chunk", "aten::split", "aten::unbind", "aten::clone",
+        "aten::concat", "aten::stack", "aten::chunk", "aten::split", "aten::split_with_sizes",
+        "aten::tensor_split", "aten::unsafe_split", "aten::unsafe_chunk", "aten::unbind",
+        "aten::movedim", "aten::swapaxes", "aten::clone",
         "aten::detach", "aten::embedding",
         "aten::index_select", "aten::gather", "aten::constant_pad_nd", "aten::pad",
         "aten::roll", "aten::flip", "aten::repeat", "aten::where", "aten::masked_fill",
@@ -128,6 +130,7 @@ FINITE_PRESERVING: dict[str, Callable[[torch._C.Node], bool]] = {
     "aten::to": _keeps_range,
     "aten::type_as": _keeps_range,
     "aten::div": _nonzero_divisor,
+    "aten::floor_divide": _nonzero_divisor,
     "aten::pow": _small_int_exponent,
     "aten::layer_norm": _positive_constant(4),
     # x * rsqrt(mean(x * x) + eps): the rsqrt is at most 1 / sqrt(eps), and 0 where the
