@@ -1,10 +1,12 @@
-"""decompose: addmm with alpha or beta becomes ops the backends fuse, with eager's result;
-its out= form keeps its write."""
+"""decompose: addmm with alpha or beta, and convolutions with padding "same" or "valid",
+become ops the backends fuse, with eager's result; addmm's out= form keeps its write, and a
+"same" padding ATen splits unevenly stays ATen's."""
 
 from __future__ import annotations
 
+import pytest
 import torch
-from fusion_check import eager, fuse, run
+from fusion_check import check, eager, fuse, run
 
 import torch_graphfuse
 
@@ -41,3 +43,70 @@ def test_addmm_into_an_out_tensor_keeps_the_write() -> None:
             out = module(x)
         expected = model(x)
     torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-6)
+
+
+class PaddedByName(torch.nn.Module):
+    """ConvMixer's depthwise 9x9 (padding="same"), a "valid" one, and a dilated 1-d
+    "same" (TorchScript records them as `_convolution_mode`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depthwise = torch.nn.Conv2d(8, 8, 9, padding="same", groups=8)
+        self.valid = torch.nn.Conv2d(8, 8, 3, padding="valid")
+        self.dilated = torch.nn.Conv1d(8, 8, 3, padding="same", dilation=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.nn.functional.gelu(self.depthwise(x)) + x
+        return self.dilated(torch.relu(self.valid(y)).flatten(2))
+
+
+class FunctionalSame(torch.nn.Module):
+    def __init__(self, kernel: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(8, 8, kernel, kernel))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.nn.functional.conv2d(x, self.weight, padding="same"))
+
+
+def test_convolutions_padded_by_name_fuse_with_eagers_result() -> None:
+    check(PaddedByName(), [torch.randn(1, 8, 20, 20)], groups=3, left=[])
+
+
+@pytest.mark.parametrize("kernel", [3, 5])
+def test_functional_same_padding_fuses(kernel: int) -> None:
+    check(FunctionalSame(kernel), [torch.randn(2, 8, 11, 13)], groups=1, left=[])
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
+def test_same_padding_split_unevenly_stays_atens() -> None:
+    # A 4-tap kernel pads 1 before and 2 after: ATen pads a copy of the input first.
+    check(FunctionalSame(4), [torch.randn(1, 8, 10, 10)],
+          left=["aten::_convolution_mode", "aten::relu"])
+
+
+class SameConvBatchNorm(torch.nn.Module):
+    """Hugging Face EfficientNet's depthwise unit: conv(padding="same"), BatchNorm, SiLU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(16, 16, 3, padding="same", groups=16, bias=False)
+        self.norm = torch.nn.BatchNorm2d(16)
+        with torch.no_grad():
+            self.norm.running_mean.uniform_(-1, 1)
+            self.norm.running_var.uniform_(0.5, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.silu(self.norm(self.conv(x)))
+
+
+def test_same_padding_convolution_takes_the_batch_norm_into_its_weights() -> None:
+    # Left beside the convolution, oneDNN 3.12 ran the normalization of this group with its
+    # reference binary kernel, and every call ran unfused.
+    model, x = SameConvBatchNorm(), torch.randn(1, 16, 14, 14)
+    check(model, [x], groups=1, left=[])
+    assert "batch_norm" not in torch_graphfuse.last_report().groups[0]
+    module, _, _ = fuse(model, [x])
+    torch_graphfuse.reset_kernel_stats()
+    run(module, [x])
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 0

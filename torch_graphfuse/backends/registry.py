@@ -20,8 +20,10 @@ from .onednn.backend import OneDnnBackend
 # backend then maps their nodes.
 _registered: list[Backend] = [ConstantBackend(), OneDnnBackend(), CudnnBackend()]
 # Ops no backend maps whose inputs' types the pipeline reads: FX reference models'
-# quantize and dequantize, which passes/reference_quantization rewrites.
-_ALSO_PROFILED = ("aten::quantize_per_tensor", "aten::dequantize")
+# quantize and dequantize, which passes/reference_quantization rewrites, and the ops
+# passes/decompose writes out.
+_ALSO_PROFILED = ("aten::quantize_per_tensor", "aten::dequantize", "aten::_convolution_mode",
+                  "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd")
 
 
 def _profile_mapped_ops() -> None:

@@ -1,6 +1,10 @@
 """Decomposition: ops the fusion backends have no op for, rewritten into ops they have.
 
 - addmm(self, a, b, beta, alpha) with alpha or beta != 1 -> beta * self + alpha * mm(a, b)
+- a convolution with padding "valid" or "same" (`_convolution_mode`, conv2d(padding="same"))
+  -> convolution with the padding as numbers, where "same" pads both sides alike
+- nn.MultiheadAttention's and nn.TransformerEncoderLayer's fast-path ops -> the linears,
+  attention and norms they compute (native_transformer)
 
 (gelu with approximate="tanh" is not decomposed: oneDNN v3.2 has no tanh GELU,
 and it fuses none of the x*x*x chain a decomposition makes into a matmul or
@@ -18,6 +22,7 @@ import torch
 
 from ..aten_ops import FUSION_DTYPES
 from .graph_utils import all_nodes
+from .native_transformer import encoder_layer, multi_head_attention
 
 
 class _Builder:
@@ -68,19 +73,66 @@ def _addmm(graph: torch._C.Graph, node: torch._C.Node) -> bool:
     return True
 
 
+def _padding_mode(graph: torch._C.Graph, node: torch._C.Node) -> bool:
+    """(input, weight, bias, stride, padding: str, dilation, groups): ATen pads "same"
+    with dilation * (kernel - 1) split evenly, the odd one at the end by a copy of the
+    input (`_convolution_same`); only the even split becomes `aten::conv<n>d`, which the
+    freezing folds run on next (as `torch.jit.freeze` would have, had the padding been
+    numbers)."""
+    x, weight = node.inputsAt(0), node.inputsAt(1)
+    mode, stride, dilation = (node.inputsAt(i).toIValue() for i in (4, 3, 5))
+    kernel = weight.toIValue().shape[2:] if weight.node().kind() == "prim::Constant" \
+        and isinstance(weight.toIValue(), torch.Tensor) else None
+    if (not isinstance(mode, str) or kernel is None or not 1 <= len(kernel) <= 3
+            or not isinstance(stride, list) or not isinstance(dilation, list)
+            or x.type().dim() != len(kernel) + 2):
+        return False  # unbatched conv2d(padding=...) squeezes its result: left as it is
+    dilation = dilation * len(kernel) if len(dilation) == 1 else dilation
+    if mode == "valid":
+        padding = [0] * len(kernel)
+    elif mode == "same" and all(s == 1 for s in stride) and len(dilation) == len(kernel):
+        totals = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
+        if any(t % 2 for t in totals):
+            return False
+        padding = [t // 2 for t in totals]
+    else:
+        return False  # ATen raises for "same" with a stride
+    b = _Builder(graph, node)
+    out = node.output()
+    out.replaceAllUsesWith(b.op(f"aten::conv{len(kernel)}d", [
+        x, weight, node.inputsAt(2), node.inputsAt(3), padding, node.inputsAt(5),
+        node.inputsAt(6)], out))
+    return True
+
+
+def _fold_into_convolutions(graph: torch._C.Graph) -> None:
+    """The folds `torch.jit.freeze` runs (a BatchNorm, a constant sum or product after a
+    convolution, into its weights), for convolutions written out here."""
+    for _ in range(2):  # conv -> mul -> add takes two rounds, as in freezing
+        torch._C._jit_pass_fold_frozen_conv_bn(graph)
+        torch._C._jit_pass_fold_frozen_conv_add_or_sub(graph)
+        torch._C._jit_pass_fold_frozen_conv_mul_or_div(graph)
+
+
+_CONVOLUTIONS = {"aten::_convolution_mode", "aten::conv1d", "aten::conv2d", "aten::conv3d"}
+
 DECOMPOSITIONS: dict[str, Callable[[torch._C.Graph, torch._C.Node], bool]] = {
     "aten::addmm": _addmm,
+    **dict.fromkeys(_CONVOLUTIONS, _padding_mode),
+    "aten::_native_multi_head_attention": multi_head_attention,
+    "aten::_transformer_encoder_layer_fwd": encoder_layer,
 }
 
 
-
 def run(graph: torch._C.Graph) -> None:
-    changed = False
+    kinds = set()
     for node in all_nodes(graph.block()):
         rewrite = DECOMPOSITIONS.get(node.kind())
         if rewrite is not None and rewrite(graph, node):
+            kinds.add(node.kind())
             node.destroy()
-            changed = True
-    if changed:
+    if kinds & _CONVOLUTIONS:
+        _fold_into_convolutions(graph)
+    if kinds:
         # beta * bias of a frozen addmm is a constant: fold it.
         torch._C._jit_pass_constant_propagation(graph)
