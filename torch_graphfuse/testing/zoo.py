@@ -213,6 +213,12 @@ _HF_VISION = {
     "resnet": ("convnet", _image_model(
         "ResNetModel", "ResNetConfig",
         dict(depths=[1, 1, 1, 1], hidden_sizes=[32, 64, 128, 256], embedding_size=16), {})),
+    # Its convolutions pad by name (padding="same"): TorchScript's `_convolution_mode`.
+    "efficientnet": ("convnet (inverted residual, squeeze-excite)", _image_model(
+        "EfficientNetModel", "EfficientNetConfig",
+        dict(width_coefficient=0.25, depth_coefficient=0.25, image_size=64, hidden_dim=320),
+        dict(width_coefficient=1.0, depth_coefficient=1.0, image_size=224,
+             hidden_dim=1280))),  # efficientnet-b0
 }
 
 _HF_AUDIO = {
@@ -233,6 +239,16 @@ def _timm(name: str, small: dict, small_size: int = 64, full_size: int = 224,
         size = small_size if is_small else full_size
         return model, [torch.randn(1, 3, size, size)]
     return build
+
+
+def _torchvision_vit(small: bool) -> tuple[nn.Module, Inputs]:
+    """torchvision's ViT: nn.MultiheadAttention, which in eval mode without gradients runs
+    (and traces as) one fast-path op, `_native_multi_head_attention`."""
+    models = import_torchvision().models
+    if small:
+        return models.VisionTransformer(image_size=64, patch_size=16, num_layers=2, num_heads=4,
+                                         hidden_dim=64, mlp_dim=128), [torch.randn(1, 3, 64, 64)]
+    return models.vit_b_16(weights=None), [torch.randn(1, 3, 224, 224)]
 
 
 def _torchvision(name: str, small_size: int = 64,
@@ -275,6 +291,7 @@ _TORCHVISION = {
                            _torchvision("shufflenet_v2_x1_0")),
     "googlenet": ("convnet (inception)", _torchvision("googlenet", aux_logits=False,
                                                       init_weights=True)),
+    "vit_b_16": ("vision transformer", _torchvision_vit),
 }
 
 MODELS: dict[str, ZooModel] = {

@@ -50,9 +50,17 @@ def conv_op(g: Gen, x: int) -> Op:
         # ATen's own bf16 depthwise conv with a channel multiplier returns
         # nondeterministic values (1e35, NaN): no reference to compare with.
         multiplier = 1
+    named = chance(c, 0.15)  # padding by name: traced as `_convolution_mode`
+    if named and all(s == 1 for s in stride):
+        padded: object = "same"
+    elif named and all((k - 1) * d + 1 <= size
+                       for k, d, size in zip(kernel, dilation, shape[2:], strict=True)):
+        padded = "valid"
+    else:
+        padded = _maybe_tuple(c, padding)
     attrs = {"cin": cin, "cout": groups * multiplier,
              "kernel": tuple(kernel), "stride": _maybe_tuple(c, stride),
-             "padding": _maybe_tuple(c, padding), "dilation": _maybe_tuple(c, dilation),
+             "padding": padded, "dilation": _maybe_tuple(c, dilation),
              "groups": groups, "bias": chance(c, 0.6), "seed": g.seed()}
     return Op(f"conv{nd}d", (x,), attrs)
 
