@@ -110,3 +110,19 @@ def test_same_padding_convolution_takes_the_batch_norm_into_its_weights() -> Non
     torch_graphfuse.reset_kernel_stats()
     run(module, [x])
     assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
+
+
+class ValidConvMinusParameter(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(6, 12, (3, 5), (2, 1), "valid", (1, 2), 3)
+        self.shift = torch.nn.Parameter(torch.randn(1, 1, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sub(self.conv(x), self.shift, alpha=0.5)
+
+
+def test_padded_by_name_convolution_minus_a_float32_tensor_stays_float32_under_autocast() -> None:
+    # Found by the fuzzer: freezing's sum fold put the float32 shift into the bf16
+    # convolution's bias, and the result came out bf16 where eager promotes to float32.
+    check(ValidConvMinusParameter(), [torch.randn(1, 6, 7, 9)], dtype="bf16", left=None)

@@ -76,9 +76,9 @@ def _addmm(graph: torch._C.Graph, node: torch._C.Node) -> bool:
 def _padding_mode(graph: torch._C.Graph, node: torch._C.Node) -> bool:
     """(input, weight, bias, stride, padding: str, dilation, groups): ATen pads "same"
     with dilation * (kernel - 1) split evenly, the odd one at the end by a copy of the
-    input (`_convolution_same`); only the even split becomes `aten::conv<n>d`, which the
-    freezing folds run on next (as `torch.jit.freeze` would have, had the padding been
-    numbers)."""
+    input (`_convolution_same`); only the even split becomes `aten::conv<n>d`, which
+    freezing's BatchNorm fold runs on next (as `torch.jit.freeze` would have, had the
+    padding been numbers)."""
     x, weight = node.inputsAt(0), node.inputsAt(1)
     mode, stride, dilation = (node.inputsAt(i).toIValue() for i in (4, 3, 5))
     kernel = weight.toIValue().shape[2:] if weight.node().kind() == "prim::Constant" \
@@ -106,12 +106,11 @@ def _padding_mode(graph: torch._C.Graph, node: torch._C.Node) -> bool:
 
 
 def _fold_into_convolutions(graph: torch._C.Graph) -> None:
-    """The folds `torch.jit.freeze` runs (a BatchNorm, a constant sum or product after a
-    convolution, into its weights), for convolutions written out here."""
-    for _ in range(2):  # conv -> mul -> add takes two rounds, as in freezing
-        torch._C._jit_pass_fold_frozen_conv_bn(graph)
-        torch._C._jit_pass_fold_frozen_conv_add_or_sub(graph)
-        torch._C._jit_pass_fold_frozen_conv_mul_or_div(graph)
+    """The BatchNorm fold `torch.jit.freeze` runs (a BatchNorm after a convolution into its
+    weights), for convolutions written out here. Not freezing's sum and product folds: they
+    give a bf16 convolution's dtype to `conv(x) - c` with c float32, where eager promotes
+    to float32 (frozen TorchScript has that bug for numerically padded convolutions)."""
+    torch._C._jit_pass_fold_frozen_conv_bn(graph)
 
 
 _CONVOLUTIONS = {"aten::_convolution_mode", "aten::conv1d", "aten::conv2d", "aten::conv3d"}
