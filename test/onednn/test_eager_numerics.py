@@ -48,6 +48,23 @@ def test_inplace_add_on_a_bf16_conv_result_under_autocast() -> None:
     assert_matches(out, ref, "bf16")
 
 
+def test_inplace_mul_of_a_wider_dtype_after_another_inplace_op_keeps_self_dtype() -> None:
+    # Found by the fuzzer (seed 2796): in `y.sigmoid_(); y.mul_(x)` the product's functional
+    # form reads sigmoid's functional result, not y, and the cast back to y's bf16 was
+    # looked up by its inputs: it was missed, and the result came out float32.
+    def fn(self, x, y):  # noqa: ANN001, ANN202
+        out = self.fc(x)
+        out.sigmoid_()
+        return out.mul_(y)
+
+    model = Program(fn)
+    model.fc = nn.Linear(1, 4)
+    out, ref, _ = fused_and_eager(model, [torch.randn(1, 3, 6, 1), torch.randn(1, 3, 6, 4)],
+                                  "bf16")
+    assert out.dtype == ref.dtype == torch.bfloat16
+    assert_matches(out, ref, "bf16")
+
+
 def test_new_shape_keeps_the_profiled_channels_last_output() -> None:
     # Found by the fuzzer: at a new batch size the conv's result came back
     # row-major, so the `.contiguous()` after it aliased it where eager copies.

@@ -14,6 +14,8 @@ operand), it gets that dtype and an explicit cast back to `self`'s.
 
 from __future__ import annotations
 
+from collections import defaultdict, deque
+
 import torch
 
 from .graph_utils import all_nodes, insert_cast
@@ -39,37 +41,54 @@ def _dummy(t: torch._C.TensorType) -> torch.Tensor:
     return torch.empty([1] * t.dim(), dtype=t.dtype())
 
 
-# Functional form and input ids -> (self's dtype, the promoted dtype), or None
-# where a profiled dtype is missing.
-Promoting = dict[tuple[str, tuple[int, ...]], tuple[torch.dtype, torch.dtype] | None]
+# Per in-place op, in graph order: its output's id, its functional kind, and (self's dtype,
+# the promoted dtype) where the functional form computes in another dtype, None where a
+# profiled dtype is missing, SAME where it computes in self's.
+SAME = "same"
+InPlace = tuple[int, str, tuple[torch.dtype, torch.dtype] | None | str]
 
 
-def _promoting(graph: torch._C.Graph) -> Promoting:
-    """In-place ops whose functional form may compute in another dtype than
-    `self`'s (a bf16 tensor += an f32 one)."""
-    found: Promoting = {}
+def _in_place_ops(graph: torch._C.Graph) -> list[InPlace]:
+    """Every in-place op, and whether its functional form may compute in another dtype
+    than `self`'s (a bf16 tensor += an f32 one)."""
+    found: list[InPlace] = []
     for node in all_nodes(graph.block()):
+        if not _is_inplace(node):
+            continue
+        entry: InPlace = (node.output().unique(), node.kind()[:-1], SAME)
         types = [v.type() for v in node.inputs() if isinstance(v.type(), torch._C.TensorType)]
-        if not _is_inplace(node) or len(types) < 2:
-            continue
-        key = (node.kind()[:-1], tuple(v.unique() for v in node.inputs()))
-        if any(t.dtype() is None or t.dim() is None for t in types):
-            found[key] = None
-            continue
-        promoted = torch.result_type(*[_dummy(t) for t in types[:2]])
-        if promoted != types[0].dtype():
-            found[key] = (types[0].dtype(), promoted)
+        if len(types) >= 2:
+            if any(t.dtype() is None or t.dim() is None for t in types):
+                entry = (*entry[:2], None)
+            else:
+                promoted = torch.result_type(*[_dummy(t) for t in types[:2]])
+                if promoted != types[0].dtype():
+                    entry = (*entry[:2], (types[0].dtype(), promoted))
+        found.append(entry)
     return found
 
 
-def _cast_back(graph: torch._C.Graph, promoting: Promoting) -> None:
+def _cast_back(graph: torch._C.Graph, in_place: list[InPlace], before: set[int]) -> None:
     """`a.add_(b)` computes in the promoted dtype and rounds into `a`'s: its
-    functional form gets a cast back to `a`'s dtype (`type_as` where unknown)."""
+    functional form gets a cast back to `a`'s dtype (`type_as` where unknown).
+
+    The functional nodes are found by order, not by inputs: an in-place op whose `self`
+    another in-place op made (`y.sigmoid_(); y.mul_(x)`) reads that op's functional
+    result instead. torch's pass writes one new node per op it rewrites, where the op
+    was, and leaves the others in the graph; `before` holds the ids of the values there
+    were before it."""
+    alive = {v.unique() for n in all_nodes(graph.block()) for v in n.outputs()}
+    pending: dict[str, deque] = defaultdict(deque)
+    for output, kind, dtypes in in_place:
+        if output not in alive:
+            pending[kind].append(dtypes)
     for node in all_nodes(graph.block()):
-        key = (node.kind(), tuple(v.unique() for v in node.inputs()))
-        if key not in promoting or node.outputsSize() != 1:
+        if (node.outputsSize() != 1 or node.output().unique() in before
+                or not pending.get(node.kind())):
             continue
-        dtypes, out = promoting[key], node.output()
+        dtypes, out = pending[node.kind()].popleft(), node.output()
+        if dtypes == SAME:
+            continue
         if dtypes is None:
             with graph.insert_point_guard(node):
                 cast = graph.insertNode(graph.create("aten::type_as", [out, node.inputsAt(0)], 1))
@@ -83,7 +102,8 @@ def _cast_back(graph: torch._C.Graph, promoting: Promoting) -> None:
 
 def run(graph: torch._C.Graph) -> None:
     _type_inplace_results(graph)
-    promoting = _promoting(graph)
+    in_place = _in_place_ops(graph)
+    before = {v.unique() for n in all_nodes(graph.block()) for v in n.outputs()}
     torch._C._jit_pass_remove_mutation(graph)
-    if promoting:
-        _cast_back(graph, promoting)
+    if any(dtypes != SAME for _, _, dtypes in in_place):
+        _cast_back(graph, in_place, before)
