@@ -21,6 +21,7 @@ from fusion_check import (
 from torch import nn
 from torch.nn import functional as F
 
+import torch_graphfuse
 from torch_graphfuse.testing import runner
 
 
@@ -327,3 +328,46 @@ def test_single_channel_conv_pinned_where_a_width_could_reach_one(dtype: str) ->
     assert_matches(run(module, narrow, dtype), eager(model, narrow, dtype), dtype)
     skip_unless_bf16_fuses(graph, dtype)
     assert len(runner.fusion_groups(graph)) == 1
+
+
+class PaddedStrideTwo(nn.Module):
+    """Hugging Face EfficientNet's downsampling: a pointwise conv and SiLU, a ZeroPad2d of one
+    row and column at the end, a stride-2 depthwise conv; and a 1-d conv after an uneven
+    `F.pad`."""
+
+    def __init__(self, value: float = 0.0, both: bool = False) -> None:
+        super().__init__()
+        self.pointwise = nn.Conv2d(8, 16, 1)
+        self.depthwise = nn.Conv2d(16, 16, 3, 2, groups=16)
+        self.line = nn.Conv1d(16, 8, 3)
+        self.value, self.both = value, both
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        padded = F.pad(F.silu(self.pointwise(x)), (0, 1, 0, 1), value=self.value)
+        y = self.line(F.pad(self.depthwise(padded).flatten(2), (2, 1)))
+        return (y, padded) if self.both else y
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_zero_padding_is_taken_into_the_convolution_after_it(dtype: str) -> None:
+    model = PaddedStrideTwo()
+    check(model, [torch.randn(1, 8, 14, 14)], dtype, groups=2, left=[])
+    assert all("aten::pad" in kinds for kinds in torch_graphfuse.last_report().groups)
+    module, _, _ = fuse(model, [torch.randn(1, 8, 14, 14)], dtype)
+    other = torch.randn(2, 8, 11, 9)  # odd sizes: the end padding makes the last window
+    assert_matches(run(module, [other], dtype), eager(model, [other], dtype), dtype)
+
+
+@pytest.mark.parametrize(("value", "both"), [(1.0, False), (0.0, True)])
+def test_padding_by_another_value_or_read_elsewhere_stays_with_aten(value: float,
+                                                                    both: bool) -> None:
+    graph = check(PaddedStrideTwo(value, both), [torch.randn(1, 8, 14, 14)], left=None)
+    assert "aten::pad" in runner.unfused_kinds(graph)
+
+
+def test_padding_taken_into_a_convolution_keeps_nan_where_eager_has_it() -> None:
+    model, x = PaddedStrideTwo(), torch.randn(1, 8, 14, 14)
+    module, _, _ = fuse(model, [x])
+    bad = x.clone()
+    bad[0, 3, 13, 13] = float("nan")  # next to the padded row and column
+    assert_matches(run(module, [bad]), eager(model, [bad]), "fp32")

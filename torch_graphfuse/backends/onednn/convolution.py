@@ -2,7 +2,48 @@
 
 from __future__ import annotations
 
+import torch
+
 from .lowering import Lowering, Unsupported, lowering
+
+CONVOLUTIONS = ("aten::_convolution", "aten::convolution", "aten::conv1d", "aten::conv2d",
+                "aten::conv3d")
+_PADS = ("aten::pad", "aten::constant_pad_nd")
+
+
+def zero_padding(node: torch._C.Node) -> list[int] | None:
+    """A constant zero padding of the spatial dims only, by constant amounts at least 0
+    (`F.pad`'s order: the last dim's before and after first), or None. A convolution takes
+    it into its own padding (op_mapping): Hugging Face's EfficientNet pads (0, 1, 0, 1)
+    before each stride-2 convolution, an uneven padding no aten convolution has."""
+    # pad(self, pad, mode="constant", value=None); constant_pad_nd(self, pad, value=0)
+    if node.kind() not in _PADS or any(node.inputsAt(i).node().kind() != "prim::Constant"
+                                       for i in range(1, node.inputsSize())):
+        return None
+    amounts = node.inputsAt(1).toIValue()
+    mode, value = (node.inputsAt(2).toIValue(), node.inputsAt(3).toIValue()) \
+        if node.kind() == "aten::pad" else ("constant", node.inputsAt(2).toIValue())
+    if mode != "constant":
+        return None
+    rank = node.inputsAt(0).type().dim() if isinstance(
+        node.inputsAt(0).type(), torch._C.TensorType) else None
+    if (not isinstance(amounts, list) or value not in (None, 0) or rank is None or rank < 3
+            or len(amounts) % 2 or len(amounts) > 2 * (rank - 2)
+            or any(not isinstance(a, int) or a < 0 for a in amounts)):
+        return None
+    return amounts
+
+
+def _taken_padding(lo: Lowering, spatial: int) -> tuple[list[int], list[int]]:
+    """The (before, after) amounts of a zero padding the convolution takes in, per
+    spatial dim (zeros where it takes none)."""
+    before, after = [0] * spatial, [0] * spatial
+    value = lo.node.inputsAt(0)
+    amounts = zero_padding(value.node()) if value.unique() in lo.graph.aliases else None
+    for pair in range(0, len(amounts or []), 2):
+        dim = spatial - 1 - pair // 2
+        before[dim], after[dim] = amounts[pair], amounts[pair + 1]
+    return before, after
 
 
 def _conv(lo: Lowering, stride: int, padding: int, dilation: int, groups: int,
@@ -22,6 +63,9 @@ def _conv(lo: Lowering, stride: int, padding: int, dilation: int, groups: int,
     if any(v is None for _, v in lists):
         raise Unsupported("stride/padding/dilation rank mismatch")
     values = dict(lists)
+    before, after = _taken_padding(lo, spatial)
+    values["pads_begin"] = [p + b for p, b in zip(values["pads"], before, strict=True)]
+    values["pads_end"] = [p + a for p, a in zip(values["pads"], after, strict=True)]
     out_channels, per_group = lo.sizes(1)[:2]
     groups_n = lo.const(groups)
     if (lo.graph.tensors[lo.input(0)].dtype == "bf16" and groups_n > 1 and per_group == 1
@@ -41,7 +85,8 @@ def _conv(lo: Lowering, stride: int, padding: int, dilation: int, groups: int,
     if not lo.is_none(2):
         inputs.append(lo.input(2))
     lo.emit("Convolution", inputs, [lo.output()], strides=values["strides"],
-            pads_begin=values["pads"], pads_end=values["pads"], dilations=values["dilations"],
+            pads_begin=values["pads_begin"], pads_end=values["pads_end"],
+            dilations=values["dilations"],
             groups=lo.const(groups), data_format="NCX", weights_format="OIX")
 
 
@@ -60,12 +105,13 @@ def _single_channel_wrong(lo: Lowering, values: dict[str, list[int]], groups: in
     if kernel[-1] == 1:
         return False
     lo.pin_shapes()
-    strides, dilations, pads = values["strides"], values["dilations"], values["pads"]
-    width = sizes[-1] + 2 * pads[-1] - dilations[-1] * (kernel[-1] - 1) - 1
+    strides, dilations = values["strides"], values["dilations"]
+    padded = values["pads_begin"][-1] + values["pads_end"][-1]
+    width = sizes[-1] + padded - dilations[-1] * (kernel[-1] - 1) - 1
     return width // strides[-1] + 1 == 1
 
 
-@lowering("aten::_convolution", "aten::convolution", worth_alone=True)
+@lowering(*CONVOLUTIONS[:2], worth_alone=True)
 def convolution(lo: Lowering) -> None:
     # (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, ...)
     _conv(lo, stride=3, padding=4, dilation=5, groups=8, transposed=6)

@@ -141,6 +141,10 @@ _kind("split_view_mask", "(({0} + {1}).view(*{0}.shape[:{dim}], -1, {windows},"
 # the group computing its input), by amounts computed from sizes.
 _kind("window_pad", "F.pad({0}, (0, 0, 0, ({windows} - {0}.size(-2) % {windows}) % {windows}))",
       aten=["size", "remainder", "rsub", "pad"])
+# A constant padding of the spatial dims before a convolution (Hugging Face's EfficientNet
+# pads one row and column at the end before a stride-2 convolution: the convolution takes a
+# zero padding into its own).
+_kind("zero_pad", "F.pad({0}, {amounts}, value={value})", aten=["pad"], exact=True)
 # Swin's window partition and reversal around a projection: the windows, permuted off the
 # rows and copied, as the linear's rows; its result viewed, permuted back and copied
 # (passes/linear_leading_views fuses the copies with the linear).

@@ -27,6 +27,11 @@ def p_conv(g: Gen) -> int | None:
     # (in about one random conv in eight), so there the positions are no contract.
     x = g.pick(lambda v: 3 <= len(g.shape(v)) <= 5 and g.layer_ok(v)
                and (g.dtype == "fp32" or g.all_finite(v)))
+    if x is not None and chance(g.c, 0.15):
+        amounts = tuple(g.c.integer(0, 2) for _ in range(2 * (len(g.shape(x)) - 2)))
+        padded = g.emit(Op("zero_pad", (x,), {"amounts": amounts,
+                                               "value": choice(g.c, [0.0, 0.0, 0.0, 1.5])}))
+        x = x if padded is None else padded
     return None if x is None else g.emit(conv_op(g, x))
 
 
