@@ -77,7 +77,7 @@ def _cast_back(graph: torch._C.Graph, in_place: list[InPlace], before: set[int])
     result instead. torch's pass writes one new node per op it rewrites, where the op
     was, and leaves the others in the graph; `before` holds the ids of the values there
     were before it."""
-    alive = {v.unique() for n in all_nodes(graph.block()) for v in n.outputs()}
+    alive = _value_ids(graph)
     pending: dict[str, deque] = defaultdict(deque)
     for output, kind, dtypes in in_place:
         if output not in alive:
@@ -100,10 +100,15 @@ def _cast_back(graph: torch._C.Graph, in_place: list[InPlace], before: set[int])
         out.replaceAllUsesAfterNodeWith(cast, cast.output())
 
 
+def _value_ids(graph: torch._C.Graph) -> set[int]:
+    return {v.unique() for n in all_nodes(graph.block()) for v in n.outputs()}
+
+
 def run(graph: torch._C.Graph) -> None:
     _type_inplace_results(graph)
     in_place = _in_place_ops(graph)
-    before = {v.unique() for n in all_nodes(graph.block()) for v in n.outputs()}
+    promoting = any(dtypes != SAME for _, _, dtypes in in_place)
+    before = _value_ids(graph) if promoting else set()
     torch._C._jit_pass_remove_mutation(graph)
-    if any(dtypes != SAME for _, _, dtypes in in_place):
+    if promoting:
         _cast_back(graph, in_place, before)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from .graph_utils import int_list
+from .graph_utils import insert_node
 
 
 class _Typed:
@@ -42,10 +42,8 @@ class _Typed:
                                                     device=self.device))
 
     def op(self, kind: str, *inputs: torch._C.Value | object) -> torch._C.Value:
-        with self.graph.insert_point_guard(self.anchor):
-            values = [v if isinstance(v, torch._C.Value) else self.graph.insertConstant(v)
-                      for v in inputs]
-            node = self.graph.insertNode(self.graph.create(kind, values, 1))
+        """A `kind` node of `inputs` (those not graph values become constants)."""
+        node = insert_node(self.graph, self.anchor, kind, list(inputs), torch._C.TensorType.get())
         # The sample run passes keyword-only arguments (add's alpha, gelu's approximate,
         # attention's scale) by name, as the schema the node matched says.
         args, kwargs = [], {}
@@ -65,26 +63,15 @@ class _Typed:
         self.known[out.unique()] = result
         return out
 
-    def constant(self, value: object) -> torch._C.Value:
-        with self.graph.insert_point_guard(self.anchor):
-            return self.graph.insertConstant(value)
-
     def sizes(self, *items: torch._C.Value | int) -> torch._C.Value:
-        with self.graph.insert_point_guard(self.anchor):
-            values = [v if isinstance(v, torch._C.Value) else self.graph.insertConstant(v)
-                      for v in items]
-            out = int_list(self.graph, values)
+        out = insert_node(self.graph, self.anchor, "prim::ListConstruct", list(items),
+                          torch._C.ListType.ofInts()).output()
         self.known[out.unique()] = [self._sample(v) for v in items]
         return out
 
-    def linear(self, x: torch._C.Value, weight: torch.Tensor,
-               bias: torch.Tensor) -> torch._C.Value:
-        return self.op("aten::linear", x, self.constant(weight), self.constant(bias))
-
     def layer_norm(self, x: torch._C.Value, width: int, weight: torch.Tensor,
                    bias: torch.Tensor, eps: float) -> torch._C.Value:
-        return self.op("aten::layer_norm", x, [width], self.constant(weight),
-                       self.constant(bias), eps, True)
+        return self.op("aten::layer_norm", x, [width], weight, bias, eps, True)
 
 
 _CONTIGUOUS_FORMAT = 0  # torch.contiguous_format, as TorchScript graphs hold memory formats
@@ -113,7 +100,7 @@ def _constants(node: torch._C.Node, indices: range | tuple[int, ...],
     return values
 
 
-def _replace(node: torch._C.Node, old: torch._C.Value, new: torch._C.Value) -> None:
+def _replace(old: torch._C.Value, new: torch._C.Value) -> None:
     """`new` for `old`, with old's profiled type where the profiler recorded one."""
     if _complete(old, 3):
         new.setType(old.type())
@@ -127,14 +114,14 @@ def _attention(b: _Typed, x: torch._C.Value, width: int, heads: int,
     qkv_weight, qkv_bias, proj_weight, proj_bias = weights
     batch = b.op("aten::size", x, 0)
     split = b.sizes(batch, -1, heads, width // heads)
-    q, k, v = (b.op("aten::transpose", b.op("aten::view", b.linear(
-        x, qkv_weight[i * width:(i + 1) * width], qkv_bias[i * width:(i + 1) * width]),
-        split), 1, 2) for i in range(3))
+    q, k, v = (b.op("aten::transpose", b.op("aten::view", b.op(
+        "aten::linear", x, qkv_weight[i * width:(i + 1) * width],
+        qkv_bias[i * width:(i + 1) * width]), split), 1, 2) for i in range(3))
     heads_out = b.op("aten::scaled_dot_product_attention", q, k, v, None, 0.0, False, None,
                      False)
     merged = b.op("aten::reshape", b.op("aten::contiguous", b.op(
         "aten::transpose", heads_out, 1, 2), _CONTIGUOUS_FORMAT), b.sizes(batch, -1, width))
-    return b.linear(merged, proj_weight, proj_bias)
+    return b.op("aten::linear", merged, proj_weight, proj_bias)
 
 
 def multi_head_attention(graph: torch._C.Graph, node: torch._C.Node) -> bool:
@@ -150,7 +137,7 @@ def multi_head_attention(graph: torch._C.Graph, node: torch._C.Node) -> bool:
             or not node.inputsAt(9).node().mustBeNone() or list(node.outputsAt(1).uses())):
         return False
     b = _Typed(graph, node, x.type().device())
-    _replace(node, node.outputsAt(0), _attention(b, x, *sizes, weights))
+    _replace(node.outputsAt(0), _attention(b, x, *sizes, weights))
     return True
 
 
@@ -169,9 +156,9 @@ def encoder_layer(graph: torch._C.Graph, node: torch._C.Node) -> bool:
     b = _Typed(graph, node, x.type().device())
 
     def feed_forward(t: torch._C.Value) -> torch._C.Value:
-        hidden = b.linear(t, ffn1_w, ffn1_b)
+        hidden = b.op("aten::linear", t, ffn1_w, ffn1_b)
         hidden = b.op("aten::gelu", hidden, "none") if use_gelu else b.op("aten::relu", hidden)
-        return b.linear(hidden, ffn2_w, ffn2_b)
+        return b.op("aten::linear", hidden, ffn2_w, ffn2_b)
 
     def attention(t: torch._C.Value) -> torch._C.Value:
         return _attention(b, t, width, heads, [qkv_w, qkv_b, proj_w, proj_b])
@@ -184,5 +171,5 @@ def encoder_layer(graph: torch._C.Graph, node: torch._C.Node) -> bool:
         h = b.layer_norm(b.op("aten::add", x, attention(x), 1), width, norm1_w, norm1_b, eps)
         out = b.layer_norm(b.op("aten::add", h, feed_forward(h), 1), width, norm2_w, norm2_b,
                            eps)
-    _replace(node, node.output(), out)
+    _replace(node.output(), out)
     return True

@@ -111,7 +111,7 @@ def _single_channel_wrong(lo: Lowering, values: dict[str, list[int]], groups: in
     return width // strides[-1] + 1 == 1
 
 
-@lowering(*CONVOLUTIONS[:2], worth_alone=True)
+@lowering("aten::_convolution", "aten::convolution", worth_alone=True)
 def convolution(lo: Lowering) -> None:
     # (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, ...)
     _conv(lo, stride=3, padding=4, dilation=5, groups=8, transposed=6)

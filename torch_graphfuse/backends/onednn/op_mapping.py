@@ -145,7 +145,8 @@ def map_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int, facts:
                        [tensor(v) for v in node.outputs()], node=node)
 
     defined = {v.unique() for v in block.inputs()}
-    # Lists and alias casts waiting for their user's mapping, by their value's id.
+    # Lists, alias casts and paddings a convolution takes in, waiting for their user's
+    # mapping, by their value's id.
     waiting: dict[int, torch._C.Node] = {}
     shapes = _pending_shapes(mapped.nodes)
     waiting_shape = {n for found in shapes.values() for n in found.nodes}
