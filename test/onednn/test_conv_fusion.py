@@ -371,3 +371,20 @@ def test_padding_taken_into_a_convolution_keeps_nan_where_eager_has_it() -> None
     bad = x.clone()
     bad[0, 3, 13, 13] = float("nan")  # next to the padded row and column
     assert_matches(run(module, [bad]), eager(model, [bad]), "fp32")
+
+
+class PaddedPastTheKernel(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(1, 2, 2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(F.pad(x, (1, 2)))
+
+
+def test_padding_past_the_kernels_reach_stays_with_aten() -> None:
+    # Found by the fuzzer (seed 2802): taken into the convolution, a width of 1 padded by
+    # (1, 2) before a kernel of 2 crashed oneDNN 3.12. Only paddings within the kernel's
+    # reach, dilation * (kernel - 1), are taken in.
+    graph = check(PaddedPastTheKernel(), [torch.randn(1, 1, 1)], left=None)
+    assert "aten::pad" in runner.unfused_kinds(graph)

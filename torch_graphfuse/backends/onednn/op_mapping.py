@@ -17,7 +17,7 @@ import torch
 from ... import log
 from ...passes import alias_casts, shape_arguments
 from ...passes.finiteness import Facts
-from .convolution import CONVOLUTIONS, zero_padding
+from .convolution import takes_padding
 from .graph_desc import BACKEND_DTYPES, BackendGraph
 from .lowering import Lowering, Unsupported, tensor_spec
 from .op_table import LOWERINGS, NOT_MAPPED
@@ -101,15 +101,6 @@ def _alias_cast(node: torch._C.Node) -> bool:
             and node.output().uses()[0].user.kind() in LOWERINGS)
 
 
-def _padding_taken_in(node: torch._C.Node) -> bool:
-    """A zero padding whose only user is a convolution of it: it waits for the
-    convolution's mapping, which reads the unpadded input and pads in its place."""
-    if zero_padding(node) is None or len(node.output().uses()) != 1:
-        return False
-    use = node.output().uses()[0]
-    return use.offset == 0 and use.user.kind() in CONVOLUTIONS
-
-
 def _pending_shapes(nodes: list[torch._C.Node]) -> dict[torch._C.Node, shape_arguments.ShapeChain]:
     """The views whose shape, and the binary ops whose 0-dim operand, is arithmetic over
     sizes that they alone read: that arithmetic waits for their mapping, which takes it in."""
@@ -156,7 +147,7 @@ def map_block(graph: torch._C.Graph, block: torch._C.Block, free_id: int, facts:
             pass
         elif _list_taken_in(node):
             waiting[node.output().unique()] = node
-        elif _alias_cast(node) or _padding_taken_in(node):
+        elif _alias_cast(node) or takes_padding(node):
             waiting[node.output().unique()] = node
             backend.aliases[node.output().unique()] = tensor(node.inputsAt(0))
         elif entry is None or list(node.blocks()):
