@@ -222,6 +222,66 @@ def test_bn_relu_fuses_on_a_checked_input(dtype: str) -> None:
     check_nonfinite_call(BnRelu(), [x], [with_nan(x.clone())], dtype)
 
 
+class ConvGeluBn(nn.Module):
+    """ConvMixer's block: a BatchNorm after the activation, which no convolution takes
+    by freezing's fold, and a residual add."""
+
+    def __init__(self, kernel: int = 3) -> None:
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(8, 8, kernel, padding=kernel // 2, groups=8), _bn(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(F.gelu(self.conv(x))) + x
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_batch_norm_after_a_convolutions_activation_joins_its_post_ops(dtype: str) -> None:
+    # In float32 the BatchNorm is ATen's own arithmetic, x * alpha + beta per channel:
+    # oneDNN has no pattern for a BatchNormInference after an activation, and it stood
+    # alone. bf16 keeps BatchNormInference (ATen computes alpha and beta in float32).
+    graph = check(ConvGeluBn(), [torch.randn(1, 8, 12, 12)], dtype, left=None)
+    if dtype == "fp32":
+        assert group_kinds(graph) == [["aten::_convolution", "aten::add", "aten::batch_norm",
+                                       "aten::gelu"]], graph
+
+
+@pytest.mark.parametrize(("profiled", "called"), [((1, 8, 12, 12), (4, 8, 1, 1)),
+                                                  ((4, 8, 1, 1), (4, 8, 1, 1))])
+def test_batch_norm_as_scale_and_shift_meets_the_channel_broadcast_bug_unfused(
+        profiled: tuple[int, ...], called: tuple[int, ...]) -> None:
+    # A (1, C, 1, 1) operand broadcast over a batch of one-pixel results is oneDNN's
+    # broadcast bug: pinned to the profiled sizes, refused where they are the case.
+    model = ConvGeluBn(kernel=1)
+    module, _, graph = fuse(model, [torch.randn(*profiled)])
+    if profiled == called:
+        assert "aten::batch_norm" in runner.unfused_kinds(graph)
+    x = torch.randn(*called)
+    assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+
+
+class LinearReluBn1d(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear, self.bn = nn.Linear(16, 8), nn.BatchNorm1d(8)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(torch.relu(self.linear(x)))
+
+
+def test_batch_norm_of_rows_after_a_linear_layer_fuses_at_any_batch() -> None:
+    # A (C,) operand broadcast over (N, C) rows is not the bug's case: nothing is pinned.
+    model = LinearReluBn1d()
+    module, _, graph = fuse(model, [torch.randn(4, 16)])
+    assert group_kinds(graph) == [["aten::batch_norm", "aten::linear", "aten::relu"]]
+    torch_graphfuse.reset_kernel_stats()
+    x = torch.randn(7, 16)
+    assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
+
+
 class ConvBnSumRelu(nn.Module):
     """The ResNet basic block: conv-bn-relu, conv-bn, + shortcut, relu."""
 

@@ -18,6 +18,7 @@ import torch
 # The families' entries register as their modules load.
 from . import convolution, layout, normalization, pooling, quantization  # noqa: F401
 from .lowering import LOWERINGS, Entry, Lower, Lowering, Unsupported, lowering
+from .workarounds import CHANNEL_OPERAND_OVER_BATCH, SizeVerdict, channel_operand_over_batch
 
 # Ops left with ATen on purpose, and why (the fusion report gives the reason).
 NOT_MAPPED: dict[str, str] = {
@@ -101,15 +102,9 @@ def _binary(kind: str) -> Lower:
 
 
 def _channel_broadcast_hazard(lo: Lowering, a: int, b: int, out: int) -> bool:
-    """oneDNN (v3.2, and 3.12: off by up to 7 on 54 of 54 swept shapes) computes a wrong
-    result for a (1, C, 1, ...) operand
-    broadcast over the batch of an (N > 1, C, 1, ...) result. An operand of
-    that shape could meet such a result at some batch or spatial size: the
-    group is pinned to its profiled sizes, and refused if they are the case."""
-    def risky(sizes: list[int]) -> bool:
-        return (len(sizes) >= 3 and sizes[0] == 1 and sizes[1] > 1
-                and all(d == 1 for d in sizes[2:]))
-
+    """Whether the binary op meets oneDNN's broadcast defect at other sizes than the
+    profiled ones (workarounds.channel_operand_over_batch): the group is then pinned to
+    them, and refused if they are the case."""
     result = lo.graph.tensors[out].sizes or []
     # numpy broadcasting: a lower-rank operand gains leading size-1 dims.
     operands = [[1] * (len(result) - len(sizes)) + sizes
@@ -121,13 +116,10 @@ def _channel_broadcast_hazard(lo: Lowering, a: int, b: int, out: int) -> bool:
            and all(d == 1 for d in sizes[2:])
            for fix, other, sizes in zip(fixed, fixed[::-1], operands, strict=True)):
         return True
-    if not any(risky(sizes) for sizes in operands):
-        return False
-    if result and result[0] > 1 and all(d == 1 for d in result[2:]) and any(
-            risky(sizes) and len(sizes) == len(result) and sizes[1] == result[1] > 1
-            for sizes in operands):
-        raise Unsupported("a (1, C, 1, ...) operand broadcast over the batch (oneDNN bug)")
-    return True
+    verdicts = {channel_operand_over_batch(sizes, result) for sizes in operands}
+    if SizeVerdict.REFUSE in verdicts:
+        raise Unsupported(CHANNEL_OPERAND_OVER_BATCH)
+    return SizeVerdict.PIN in verdicts
 
 
 def _constant_derived(value: torch._C.Value, depth: int = 4) -> bool:

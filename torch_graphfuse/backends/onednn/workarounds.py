@@ -41,6 +41,24 @@ _CHAIN_OPS = frozenset({
 _ELTWISE_OPS = _CHAIN_OPS - {"BatchNormInference", "TypeCast", "Reorder"}
 
 
+CHANNEL_OPERAND_OVER_BATCH = "a (1, C, 1, ...) operand broadcast over the batch (oneDNN bug)"
+
+
+def channel_operand_over_batch(operand: list[int], result: list[int]) -> SizeVerdict:
+    """oneDNN (v3.2, and 3.12: off by up to 7 on 54 of 54 swept shapes) computes a wrong
+    result for a (1, C, 1, ...) operand of a binary op broadcast over the batch of an
+    (N > 1, C, 1, ...) result; as a convolution's or matmul's post-op it is right. Such an
+    operand (given at the result's rank) could meet such a result at some batch or spatial
+    size."""
+    if not (len(operand) >= 3 and operand[0] == 1 and operand[1] > 1
+            and all(d == 1 for d in operand[2:])):
+        return SizeVerdict.SAFE
+    if (len(result) == len(operand) and result[0] > 1 and result[1] == operand[1]
+            and all(d == 1 for d in result[2:])):
+        return SizeVerdict.REFUSE
+    return SizeVerdict.PIN
+
+
 def eltwise_head_with_binary(ops: list[BackendOp]) -> bool:
     """Whether an eltwise op on a partition input meets a binary op: oneDNN 3.12 runs
     an eltwise primitive with a binary post-op with its reference implementation

@@ -221,12 +221,20 @@ def p_group_norm(g: Gen) -> int | None:
 
 
 def p_diamond(g: Gen) -> int | None:
-    """y = conv(x); bn(y) + y, or bn(conv(x)) + conv(x) (the same conv twice)."""
+    """y = conv(x); bn(y) + y, or bn(conv(x)) + conv(x) (the same conv twice); sometimes
+    with an activation before the bn (ConvMixer's conv -> GELU -> BatchNorm)."""
     y = p_conv(g)
     if y is None:
         return None
-    b = g.emit(Op("batch_norm", (y,), {"channels": g.shape(y)[1], "rank": len(g.shape(y)),
-                                        "seed": g.seed()}))
+    normed = y
+    if chance(g.c, 0.4):
+        kind, attrs = choice(g.c, [("relu", {}), ("gelu", {"approximate": "none"}),
+                                   ("silu", {}), ("hardswish", {}), ("sigmoid", {})])
+        normed = g.emit(Op(kind, (y,), attrs))
+        if normed is None:
+            return None
+    b = g.emit(Op("batch_norm", (normed,), {"channels": g.shape(y)[1],
+                                             "rank": len(g.shape(y)), "seed": g.seed()}))
     if b is None:
         return None
     other = y
