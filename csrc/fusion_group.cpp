@@ -18,6 +18,7 @@
 
 #include "denormals.h"
 #include "kernel_stats.h"
+#include "memory_budget.h"
 
 namespace graphfuse {
 namespace {
@@ -138,7 +139,13 @@ GroupBase::GroupBase(const Node* node, bool exact_strides)
                 ? node->s(attr::label)
                 : std::string(kGroupKind) + "_" + std::to_string(reinterpret_cast<uintptr_t>(node))),
       report_(node->hasAttribute(attr::report) ? node->i(attr::report) : -1),
-      exact_strides_(exact_strides) {
+      exact_strides_(exact_strides),
+      respecialized_(node->hasAttribute(attr::respecialized) &&
+                     node->i(attr::respecialized) != 0) {
+  for (const auto* input : node->inputs())
+    constant_inputs_.push_back(input->node()->kind() == c10::prim::Constant
+                                   ? torch::jit::toIValue(input).value_or(c10::IValue())
+                                   : c10::IValue());
   // A group whose mapping assumes graph inputs finite (see
   // fusion/finite_guard.py) takes graphfuse::all_finite's answer for each last
   // (with finite_by_executor, the inputs themselves: external_kernel.cpp).
@@ -167,11 +174,96 @@ bool GroupBase::admitted(Stack& stack, size_t n) {
     }
   }
   if (!guard_holds(guarded_, guard_types_, stack, n, exact_strides_)) {
-    ++stats.fallbacks;
-    run_fallback(stack);
+    run_respecialized(stack, n);
     return false;
   }
   return true;
+}
+
+namespace {
+
+thread_local bool t_respecializing = false;
+
+// Set while a respecialized subgraph runs: its first runs profile it, the next hands
+// it to the pass pipeline (csrc/module.cpp asks respecializing()).
+struct Respecializing {
+  const bool outer = t_respecializing;
+  Respecializing() { t_respecializing = true; }
+  ~Respecializing() { t_respecializing = outer; }
+  Respecializing(const Respecializing&) = delete;
+  Respecializing& operator=(const Respecializing&) = delete;
+};
+
+// The spec a guard miss is fused again for: each input's dtype, rank, sizes and strides.
+std::vector<int64_t> spec_of(const torch::jit::Stack& stack, size_t n) {
+  std::vector<int64_t> spec;
+  for (const auto& iv : torch::jit::last(stack, n)) {
+    if (!iv.isTensor() || !iv.toTensor().defined()) {
+      spec.push_back(-1);
+      continue;
+    }
+    const auto& t = iv.toTensor();
+    spec.push_back(static_cast<int64_t>(t.scalar_type()));
+    spec.push_back(static_cast<int64_t>(t.requires_grad() && at::GradMode::is_enabled()));
+    spec.push_back(t.dim());
+    spec.insert(spec.end(), t.sizes().begin(), t.sizes().end());
+    spec.insert(spec.end(), t.strides().begin(), t.strides().end());
+  }
+  return spec;
+}
+
+}  // namespace
+
+bool respecializing() { return t_respecializing; }
+
+// A spec the guard refused is fused again while the compiled specs' weights are within
+// their budget, and at most specs_per_group specs per group: each holds partitions,
+// and weights, of its own.
+void GroupBase::run_respecialized(Stack& stack, size_t n) {
+  auto& stats = counters();
+  auto unfused = [&] {
+    ++stats.fallbacks;
+    run_fallback(stack);
+  };
+  if (respecialized_ || n != subgraph_->inputs().size()) return unfused();
+  torch::jit::GraphFunction* function = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(specs_mu_);
+    auto key = spec_of(stack, n);
+    auto found = specs_.find(key);
+    const auto& budget = memory_budget();
+    if (found == specs_.end() && specs_.size() < budget.specs_per_group &&
+        stats.cached_weight_bytes.load() <= budget.weight_cache_bytes) {
+      // The constant inputs (frozen weights) become constants again, as the pipeline
+      // first saw them: a weight the backend may prepack, a BatchNorm it may fold.
+      auto graph = subgraph_->copy();
+      {
+        torch::jit::WithInsertPoint at_start(graph->block()->nodes().front());
+        for (size_t i = 0; i < constant_inputs_.size() && i < n; ++i)
+          if (!constant_inputs_[i].isNone())
+            graph->inputs()[i]->replaceAllUsesWith(graph->insertConstant(constant_inputs_[i]));
+      }
+      // A function returns one value: the outputs as a tuple, unpacked after the call.
+      auto* tuple = graph->appendNode(graph->createTuple(graph->outputs()));
+      while (!graph->outputs().empty()) graph->eraseOutput(0);
+      graph->registerOutput(tuple->output());
+      found = specs_
+                  .emplace(std::move(key), std::make_unique<torch::jit::GraphFunction>(
+                                               name_ + "_respecialized", graph, nullptr))
+                  .first;
+    }
+    if (found != specs_.end()) function = found->second.get();
+  }
+  if (function == nullptr) return unfused();
+  ++stats.respecialized_runs;
+  RECORD_FUNCTION("graphfuse::respecialized", c10::ArrayRef<const c10::IValue>{});
+  to_eager_layouts(stack);
+  {
+    Respecializing scope;
+    function->run(stack);
+  }
+  auto outputs = torch::jit::pop(stack).toTupleRef().elements().vec();
+  for (auto& output : outputs) stack.push_back(std::move(output));
 }
 
 ViewGraph::ViewGraph(const std::shared_ptr<torch::jit::Graph>& graph, const char* name)

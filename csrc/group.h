@@ -3,6 +3,7 @@
 // run otherwise.
 #pragma once
 
+#include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/interpreter.h>
 
@@ -26,7 +27,8 @@ class GroupBase {
 
  protected:
   // Pops the finite flags and checks the guard over the `n` inputs; when
-  // either fails, runs the unfused subgraph and returns false.
+  // either fails, runs the subgraph (fused again for the inputs' spec where the guard
+  // failed, unfused otherwise) and returns false.
   bool admitted(torch::jit::Stack& stack, size_t n);
   void run_fallback(torch::jit::Stack& stack);
   // Gives the subgraph's inputs (the stack's last) the layouts eager's ops would see.
@@ -43,7 +45,20 @@ class GroupBase {
   std::vector<c10::TypePtr> guard_types_;  // what each guarded input must match
   std::once_flag fallback_once_;
   std::unique_ptr<torch::jit::Code> fallback_;
+
+  // A guard miss at a new input spec: the subgraph as a function of its own, which
+  // torch's profiling executor profiles at that spec and hands to the pass pipeline
+  // again (its groups then hold that spec's sizes), one per spec.
+  void run_respecialized(torch::jit::Stack& stack, size_t n);
+  const bool respecialized_;  // made so itself: its misses run unfused
+  std::vector<c10::IValue> constant_inputs_;  // the node's constant inputs (None: not one)
+  std::mutex specs_mu_;
+  std::map<std::vector<int64_t>, std::unique_ptr<torch::jit::GraphFunction>> specs_;
 };
+
+// Whether the pass pipeline runs on the subgraph of a group whose guard failed (the
+// graph it fuses then holds that spec's sizes): set while such a subgraph runs.
+bool respecializing();
 
 // A graph of views at a group's boundary (fusion/boundary_views.py): its head,
 // from the group's inputs (and shape inputs) to the backend's, or its tail, from

@@ -58,7 +58,9 @@ inline constexpr const char* kSoftmaxFlushed = "graphfuse::softmax_flushed";
   X(flush_denormals, "flush_denormals",                                                      \
     "1 when the partition runs with denormals flushed to zero")                               \
   X(head, "head", "views of the group's inputs that the description reads instead")      \
-  X(tail, "tail", "views of the description's outputs that the group outputs instead")
+  X(tail, "tail", "views of the description's outputs that the group outputs instead")  \
+  X(respecialized, "respecialized",                                                         \
+    "1 in a group made by fusing another's subgraph again for new input sizes")
 
 namespace attr {
 #define GRAPHFUSE_GROUP_ATTR(symbol, name, doc) inline const auto symbol = c10::Symbol::attr(name);

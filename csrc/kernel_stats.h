@@ -17,6 +17,9 @@ namespace graphfuse {
   X(compiles, count, "partitions compiled")                                                 \
   X(cache_hits, count, "executions that reused a compiled partition")                       \
   X(fallbacks, count, "executions that ran the unfused subgraph")                           \
+  X(respecialized_runs, count,                                                              \
+    "executions at input sizes the guard refused, by the subgraph fused again for them "     \
+    "(its first at each spec profiles it)")                                                 \
   X(fused_runs, count, "executions through the backend")                                    \
   X(flushed_runs, count,                                                                    \
     "executions with denormal floats flushed to zero (attention's products, and the "       \

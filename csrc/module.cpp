@@ -20,6 +20,7 @@
 
 #include "buffer_pool.h"
 #include "external_kernel.h"
+#include "group.h"
 #include "group_schema.h"
 #include "kernel_stats.h"
 #include "onednn/api.h"
@@ -58,16 +59,28 @@ bool has_profiled_shapes(const torch::jit::Block* block) {
   return false;
 }
 
+void mark_respecialized(torch::jit::Block* block) {
+  for (auto* node : block->nodes()) {
+    if (node->kind() == c10::Symbol::fromQualString(kGroupKind))
+      node->i_(attr::respecialized, 1);
+    for (auto* b : node->blocks()) mark_respecialized(b);
+  }
+}
+
 // Runs the Python pipeline on a copy and keeps it only if every pass
-// succeeded: a failing pass leaves the graph as torch gave it.
+// succeeded: a failing pass leaves the graph as torch gave it. A group's subgraph
+// fused again for a new spec (fusion_group.cpp) makes groups whose own misses
+// run unfused, and no report of its own.
 void fuse(std::shared_ptr<torch::jit::Graph>& graph) {
   if (!g_enabled.load() || !has_profiled_shapes(graph->block())) return;
   py::gil_scoped_acquire gil;
   if (!pipeline() || pipeline().is_none()) return;
   auto copy = graph->copy();
   torch::jit::RemoveProfileNodesAndSpecializeTypes(copy);
+  bool nested = respecializing();
   try {
-    pipeline()(copy);
+    pipeline()(copy, nested);
+    if (nested) mark_respecialized(copy->block());
     graph = copy;
   } catch (py::error_already_set& e) {
     TORCH_WARN("torch_graphfuse: fusion skipped for a graph, a pass failed: ", e.what());

@@ -98,12 +98,15 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def run_pipeline(graph: torch._C.Graph) -> None:
+def run_pipeline(graph: torch._C.Graph, respecializing: bool = False) -> None:
+    """`respecializing`: the graph is a fusion group's subgraph, profiled again at input
+    sizes its guard refused (csrc/fusion_group.cpp); its report is logged, not
+    published, so that `last_report()` stays the model's."""
     with _gc_paused():
-        _run_passes(graph)
+        _run_passes(graph, respecializing)
 
 
-def _run_passes(graph: torch._C.Graph) -> None:
+def _run_passes(graph: torch._C.Graph, respecializing: bool = False) -> None:
     log.dump(NAME, lambda: f"graph given to torch_graphfuse:\n{graph}")
     log.logged_pass("mutation_removal", graph, lambda: mutation_removal.run(graph))
     log.logged_pass("reference_quantization", graph, lambda: reference_quantization.run(graph))
@@ -137,5 +140,8 @@ def _run_passes(graph: torch._C.Graph) -> None:
     torch._C._jit_pass_dce(graph)
     graph.lint()
     report.add_graph(graph, groups)
+    if respecializing:
+        log.update(NAME, lambda: f"a group's subgraph fused again at new sizes:\n{report}")
+        return
     publish(report)
     log.update(NAME, lambda: str(report))

@@ -82,14 +82,26 @@ Layout layout_of(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
   return Layout::kOther;
 }
 
+namespace {
+
+// Dense in `order` with each stride, a size-1 dim's too, the one dense_strides gives.
+bool strides_of_dense_order(c10::IntArrayRef sizes, c10::IntArrayRef strides, const Dims& order) {
+  int64_t expected = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (strides[*it] != expected) return false;
+    expected *= sizes[*it];
+  }
+  return true;
+}
+
+}  // namespace
+
 bool same_dense_order(c10::IntArrayRef sizes, c10::IntArrayRef strides,
                       c10::IntArrayRef profiled_sizes, c10::IntArrayRef profiled_strides) {
-  auto has_unit = [](c10::IntArrayRef s) { return std::find(s.begin(), s.end(), 1) != s.end(); };
-  if (sizes.size() != profiled_sizes.size() || has_unit(sizes) || has_unit(profiled_sizes))
-    return false;
+  if (sizes.size() != profiled_sizes.size()) return false;
   auto order = order_of(profiled_strides);
-  return order_of(strides) == order && dense_in_order(sizes, strides, order) &&
-         dense_in_order(profiled_sizes, profiled_strides, order);
+  return order_of(strides) == order && strides_of_dense_order(sizes, strides, order) &&
+         strides_of_dense_order(profiled_sizes, profiled_strides, order);
 }
 
 Dims dense_strides(const Dims& sizes, const Dims& order) {

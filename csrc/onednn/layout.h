@@ -30,8 +30,9 @@ Dims order_of(c10::IntArrayRef strides);
 // row-major tensor counts as row-major. Size-1 dims are left out of the order.
 Layout layout_of(c10::IntArrayRef sizes, c10::IntArrayRef strides);
 // Whether a tensor and the profiled one are both dense in the same dim order,
-// with no size-1 dim (whose stride would leave the order open): eager lays out
-// its results alike at both sizes.
+// each stride the one a dense tensor in that order has (a size-1 dim's stride
+// could leave the order open otherwise): eager lays out its results alike at
+// both sizes.
 bool same_dense_order(c10::IntArrayRef sizes, c10::IntArrayRef strides,
                       c10::IntArrayRef profiled_sizes, c10::IntArrayRef profiled_strides);
 // The strides of a dense tensor of `sizes` in dim `order`.

@@ -252,7 +252,7 @@ def traceable(program: fuzz.Program) -> fuzz.Program:
 
 
 def compiled_outcomes(case: fuzz.Case, program: fuzz.Program) -> list[fuzz.Outcome]:
-    """The fuzzer's calls (the third, then one at the second shape) on fresh inputs."""
+    """The fuzzer's calls (the third, then two at the second shape) on fresh inputs."""
     compiled = torch.compile(traceable(program), backend="graphfuse")
     calls = fuzz.CALLS if case.has_second else fuzz.CALLS[:1]
     with torch.no_grad():

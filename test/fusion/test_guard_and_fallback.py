@@ -1,6 +1,8 @@
 """What runs when inputs differ from the profiled ones: the kernel recompiles for
-new shapes and strides; the guard sends other dtypes and ranks to the unfused
-branch; a spec oneDNN cannot take runs unfused with one warning."""
+new shapes and strides; what the guard refuses (other dtypes and ranks, the sizes a
+mapping baked in) runs the group's subgraph, which torch's executor profiles and the
+pipeline fuses again for that spec; a spec oneDNN cannot take runs unfused with one
+warning."""
 
 from __future__ import annotations
 
@@ -112,6 +114,22 @@ def test_transposed_input_with_gaps_at_new_sizes_runs_unfused() -> None:
     assert torch_graphfuse.kernel_stats()["unfused_specs"] == 1
 
 
+def test_heads_of_a_single_sequence_at_new_lengths_stay_fused() -> None:
+    """(1, heads, tokens, dim) views of a (1, tokens, heads, dim) tensor: dense in the
+    profiled dim order, the size-1 batch's stride the one that order gives, so eager lays
+    the result out alike at other lengths."""
+    def heads(tokens: int) -> torch.Tensor:
+        return torch.randn(1, tokens, 4, 8).transpose(1, 2)
+
+    model = Eltwise()
+    module, _, _ = runner.fused(model, [heads(16)])
+    torch_graphfuse.reset_kernel_stats()
+    for tokens in (5, 12):
+        _assert_eagers(module, model, heads(tokens))
+    stats = torch_graphfuse.kernel_stats()
+    assert stats["fallbacks"] == 0 and stats["unfused_specs"] == 0 and stats["fused_runs"] == 2
+
+
 def test_cached_spec_is_reused() -> None:
     module, _, _ = runner.fused(ConvRelu().eval(), [torch.randn(1, 3, 16, 16)])
     before = torch_graphfuse.kernel_stats()
@@ -188,18 +206,25 @@ class ConvPool(nn.Module):
         return self.pool(torch.relu(self.conv(x)))
 
 
-def test_shape_pinned_group_falls_back_on_a_new_shape() -> None:
+def test_shape_pinned_group_is_fused_again_for_a_new_shape() -> None:
+    # Its first call at the new shape profiles the subgraph unfused; the second hands it to
+    # the pipeline again, which fuses it for that shape. The model's report stays.
     model = ConvPool().eval()
     module, _, graph = runner.fused(model, [torch.randn(1, 3, 8, 8)])
-    pinned = [g for g in runner.fusion_groups(graph) if g.i("static_shapes")]
+    groups = runner.fusion_groups(graph)
+    pinned = [g for g in groups if g.i("static_shapes")]
     assert pinned, graph
-    before = torch_graphfuse.kernel_stats()["fused_runs"]
+    report = torch_graphfuse.last_report()
+    torch_graphfuse.reset_kernel_stats()
     x = torch.randn(1, 3, 12, 12)
-    with torch.no_grad():
-        torch.testing.assert_close(run(module, x), model(x))
-    # only the groups that are not pinned ran fused
-    assert torch_graphfuse.kernel_stats()["fused_runs"] - before == \
-        len(runner.fusion_groups(graph)) - len(pinned)
+    for call in range(3):
+        with torch.no_grad():
+            torch.testing.assert_close(run(module, x), model(x))
+        stats = torch_graphfuse.kernel_stats()
+        assert stats["respecialized_runs"] == (call + 1) * len(pinned)
+        assert stats["fused_runs"] == (call + 1) * (len(groups) - len(pinned)) + call * len(pinned)
+    assert stats["fallbacks"] == 0
+    assert torch_graphfuse.last_report() is report
     x = torch.randn(1, 3, 8, 8)
     with torch.no_grad():
         torch.testing.assert_close(run(module, x), model(x))

@@ -139,3 +139,39 @@ def test_release_buffers_gives_memory_back_to_the_system() -> None:
     assert released > 0
     assert torch_graphfuse.kernel_stats()["idle_buffer_bytes"] == 0
     assert rss_mb() < before
+
+
+_PINNED_HEADS = """
+    import json, torch, torch_graphfuse
+    from torch import nn
+    from torch_graphfuse.testing import runner
+    class Heads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(64, 64)
+        def forward(self, x):
+            return self.proj(x).view(x.size(0), x.size(1), 4, 16).transpose(1, 2)
+    m = Heads().eval()
+    mod, _, graph = runner.fused(m, [torch.randn(1, 8, 64)])
+    assert [g.i("static_shapes") for g in runner.fusion_groups(graph)] == [1]
+    torch_graphfuse.reset_kernel_stats()
+    with torch.no_grad(), torch_graphfuse.fuser():
+        for n in [5, 5, 6, 6, 7, 7, 9, 9]:
+            x = torch.randn(1, n, 64)
+            torch.testing.assert_close(mod(x), m(x), rtol=1e-4, atol=1e-5)
+    print(json.dumps(torch_graphfuse.kernel_stats()))
+"""
+
+
+def test_sizes_the_guard_refuses_are_fused_again_up_to_the_specs_per_group() -> None:
+    # The group's reshape target comes from its sizes: each new length is fused again
+    # (its first call profiles, its second runs fused), 5 and 6 within the 2 specs per
+    # group; 7 and 9 run unfused.
+    stats = run_in_subprocess(_PINNED_HEADS, TORCH_GRAPHFUSE_SPECS_PER_GROUP="2")
+    assert stats["respecialized_runs"] == 4 and stats["fused_runs"] == 2
+    assert stats["fallbacks"] == 4
+
+
+def test_sizes_the_guard_refuses_run_unfused_once_the_weights_pass_their_budget() -> None:
+    stats = run_in_subprocess(_PINNED_HEADS, TORCH_GRAPHFUSE_WEIGHT_CACHE_MB="0")
+    assert stats["respecialized_runs"] == 0 and stats["fallbacks"] == 8
