@@ -139,9 +139,9 @@ GroupBase::GroupBase(const Node* node, bool exact_strides)
                 ? node->s(attr::label)
                 : std::string(kGroupKind) + "_" + std::to_string(reinterpret_cast<uintptr_t>(node))),
       report_(node->hasAttribute(attr::report) ? node->i(attr::report) : -1),
-      exact_strides_(exact_strides),
       respecialized_(node->hasAttribute(attr::respecialized) &&
-                     node->i(attr::respecialized) != 0) {
+                     node->i(attr::respecialized) != 0),
+      exact_strides_(exact_strides) {
   for (const auto* input : node->inputs())
     constant_inputs_.push_back(input->node()->kind() == c10::prim::Constant
                                    ? torch::jit::toIValue(input).value_or(c10::IValue())
@@ -216,9 +216,10 @@ std::vector<int64_t> spec_of(const torch::jit::Stack& stack, size_t n) {
 
 bool respecializing() { return t_respecializing; }
 
-// A spec the guard refused is fused again while the compiled specs' weights are within
-// their budget, and at most specs_per_group specs per group: each holds partitions,
-// and weights, of its own.
+// A spec the guard refused is fused again while the weights that such groups bind are
+// within the weight budget, and for at most specs_per_group specs per group: each holds
+// partitions, and reordered weights, of its own. The model's own weights do not count:
+// a model larger than the budget is fused again too.
 void GroupBase::run_respecialized(Stack& stack, size_t n) {
   auto& stats = counters();
   auto unfused = [&] {
@@ -233,7 +234,7 @@ void GroupBase::run_respecialized(Stack& stack, size_t n) {
     auto found = specs_.find(key);
     const auto& budget = memory_budget();
     if (found == specs_.end() && specs_.size() < budget.specs_per_group &&
-        stats.cached_weight_bytes.load() <= budget.weight_cache_bytes) {
+        stats.respecialized_weight_bytes.load() <= budget.weight_cache_bytes) {
       // The constant inputs (frozen weights) become constants again, as the pipeline
       // first saw them: a weight the backend may prepack, a BatchNorm it may fold.
       auto graph = subgraph_->copy();

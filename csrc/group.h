@@ -37,6 +37,9 @@ class GroupBase {
   const std::shared_ptr<torch::jit::Graph> subgraph_;
   const std::string name_;
   const int64_t report_;  // the pipeline run's report the group belongs to (-1: none)
+  // Made by fusing another group's subgraph again for a spec that group's guard refused:
+  // its own misses run unfused.
+  const bool respecialized_;
   size_t finite_flags_ = 0;  // last inputs: whether each input assumed finite is (bools)
 
  private:
@@ -50,7 +53,6 @@ class GroupBase {
   // torch's profiling executor profiles at that spec and hands to the pass pipeline
   // again (its groups then hold that spec's sizes), one per spec.
   void run_respecialized(torch::jit::Stack& stack, size_t n);
-  const bool respecialized_;  // made so itself: its misses run unfused
   std::vector<c10::IValue> constant_inputs_;  // the node's constant inputs (None: not one)
   std::mutex specs_mu_;
   std::map<std::vector<int64_t>, std::unique_ptr<torch::jit::GraphFunction>> specs_;

@@ -36,6 +36,8 @@ namespace graphfuse {
     "int8 partitions with no constant input, compiled with oneDNN's constant cache off: "   \
     "it keys their scales and zero points by a hash that collides between partitions")     \
   X(cached_weight_bytes, level, "constant weights bound by the cached compiled specs")      \
+  X(respecialized_weight_bytes, level,                                                      \
+    "of those, the weights bound by groups fused again for a spec a guard refused")          \
   X(aged_out_buffers, count, "idle pooled buffers freed for not being reused")              \
   X(nonfinite_fallbacks, count, "unfused runs because an input assumed finite was not")     \
   X(unfused_specs, count,                                                                   \

@@ -39,10 +39,14 @@ struct Entry {
   Entry() = default;
   Entry(const Entry&) = delete;
   Entry& operator=(const Entry&) = delete;
-  ~Entry() { counters().cached_weight_bytes -= weight_bytes; }
+  ~Entry() {
+    counters().cached_weight_bytes -= weight_bytes;
+    if (respecialized) counters().respecialized_weight_bytes -= weight_bytes;
+  }
 
   std::optional<Compiled> compiled;  // empty: this spec runs unfused
   size_t weight_bytes = 0;           // constant inputs bound, counted in cached_weight_bytes
+  bool respecialized = false;        // and in respecialized_weight_bytes
   std::mutex mu;                     // guards the members below
   std::vector<dg::tensor> inputs, outputs;
   // Per output, the input oneDNN may overwrite with it (-1: none): that
@@ -374,6 +378,8 @@ class Kernel : public GroupBase {
     for (size_t i = 0; i < inputs.size(); ++i)
       if (desc_.tensors.at(desc_.inputs[i]).constant) entry.weight_bytes += inputs[i].nbytes();
     counters().cached_weight_bytes += entry.weight_bytes;
+    entry.respecialized = respecialized_;
+    if (respecialized_) counters().respecialized_weight_bytes += entry.weight_bytes;
     for (const auto& lt : compiled->inputs) entry.inputs.emplace_back(lt, cpu_engine(), nullptr);
     for (const auto& lt : compiled->outputs) entry.outputs.emplace_back(lt, cpu_engine(), nullptr);
     entry.inplace_input = inplace_inputs(*compiled);

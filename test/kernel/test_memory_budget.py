@@ -173,5 +173,8 @@ def test_sizes_the_guard_refuses_are_fused_again_up_to_the_specs_per_group() -> 
 
 
 def test_sizes_the_guard_refuses_run_unfused_once_the_weights_pass_their_budget() -> None:
+    # The model's own weights do not count: with a budget of 0, the first length is fused
+    # again; its weights then pass the budget, and 6, 7 and 9 run unfused.
     stats = run_in_subprocess(_PINNED_HEADS, TORCH_GRAPHFUSE_WEIGHT_CACHE_MB="0")
-    assert stats["respecialized_runs"] == 0 and stats["fallbacks"] == 8
+    assert stats["respecialized_runs"] == 2 and stats["fallbacks"] == 6
+    assert stats["respecialized_weight_bytes"] > 0
