@@ -29,7 +29,7 @@ import torch
 from harness import plots
 from harness.calls import Forward, Inputs
 from harness.children import json_child
-from harness.cli import comma_list
+from harness.cli import comma_list, zoo_models
 from harness.cpu.peers import PEERS_BY_KEY, Built, Peer, fusers
 from harness.cpu.report import machine
 from harness.cpu.tables import geomean
@@ -202,12 +202,7 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
     parser.add_argument("--child", help=argparse.SUPPRESS)  # "<model> <json path>"
     args = parser.parse_args(argv)
-    if zoo.missing():
-        raise SystemExit(zoo.missing())
-    names = comma_list(args.models)
-    unknown = set(names) - set(zoo.MODELS)
-    if unknown:
-        raise SystemExit(f"not in the zoo: {', '.join(sorted(unknown))}")
+    names = zoo_models(args.models)
     warnings.filterwarnings("ignore")  # the libraries' deprecation notices, per model
     lengths = [int(n) for n in comma_list(args.lengths)]
     if args.child:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from harness.cli import comma_list
+from harness.cli import comma_list, zoo_models
 from harness.cpu.zoo_runs import ZooRun, plot, run_in_child, section, write_section, zoo_child
 from harness.text import progress
 
@@ -42,12 +42,7 @@ def main(argv: Sequence[str]) -> None:
                         help="seconds a peer's build may take before that peer is left out")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # "<model> <dtype> <json path>"
     args = parser.parse_args(argv)
-    if zoo.missing():
-        raise SystemExit(zoo.missing())
-    names = comma_list(args.models)
-    unknown = set(names) - set(zoo.MODELS)
-    if unknown:
-        raise SystemExit(f"not in the zoo: {', '.join(sorted(unknown))}")
+    names = zoo_models(args.models)
     torch._C._jit_set_autocast_mode(False)
     warnings.filterwarnings("ignore")  # the libraries' deprecation notices, per model
     if args.child:

@@ -1,5 +1,5 @@
-"""The drivers' shared command-line pieces: comma-separated options, the command for the
-report, and the output folder."""
+"""The drivers' shared command-line pieces: comma-separated options, the zoo models named, the
+command for the report, and the output folder."""
 
 from __future__ import annotations
 
@@ -9,6 +9,20 @@ from pathlib import Path
 
 def comma_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def zoo_models(text: str) -> list[str]:
+    """The zoo models a --models option names; exits with the reason where the zoo's libraries
+    are missing or a name is not in it."""
+    from torch_graphfuse.testing import zoo
+
+    if zoo.missing():
+        raise SystemExit(zoo.missing())
+    names = comma_list(text)
+    unknown = set(names) - set(zoo.MODELS)
+    if unknown:
+        raise SystemExit(f"not in the zoo: {', '.join(sorted(unknown))}")
+    return names
 
 
 def command_line() -> str:
