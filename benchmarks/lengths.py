@@ -9,7 +9,9 @@ traced module's code: a model run before would count against the next one's weig
 Writes RESULTS_lengths.md and lengths.png.
 
     python benchmarks/lengths.py [--models hf/bert,hf/t5] [--lengths 32,64,100,200]
-                                 [--rounds N] [--out benchmarks]
+                                 [--rounds N] [--small] [--out benchmarks]
+
+--small runs the zoo's small configurations (the test slice's), for a quick look.
 """
 
 from __future__ import annotations
@@ -80,9 +82,9 @@ def at_length(inputs: Inputs, length: int) -> Inputs:
     return [torch.cat([t] * repeats, dim=1)[:, :length].contiguous() for t in inputs]
 
 
-def run_model(name: str, lengths: Sequence[int], timing: Timing,
+def run_model(name: str, lengths: Sequence[int], small: bool, timing: Timing,
               probe: StallProbe) -> list[LengthRun]:
-    model, inputs = zoo.build(name, small=False)
+    model, inputs = zoo.build(name, small)
     traced = inputs[0].shape[1]
     peers = [PEERS_BY_KEY[k] for k in PEER_KEYS]
     forwards: dict[str, Forward | str] = {}
@@ -128,9 +130,9 @@ def run_model(name: str, lengths: Sequence[int], timing: Timing,
     return runs
 
 
-def child(name: str, lengths: Sequence[int], rounds: int, path: Path) -> None:
+def child(name: str, lengths: Sequence[int], small: bool, rounds: int, path: Path) -> None:
     """The process of one model: its runs, written to `path`."""
-    runs = run_model(name, lengths, Timing(1, rounds, 20.0), StallProbe())
+    runs = run_model(name, lengths, small, Timing(1, rounds, 20.0), StallProbe())
     path.write_text(json.dumps([dataclasses.asdict(r) for r in runs]))
 
 
@@ -199,6 +201,7 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--models", default=",".join(TEXT_MODELS), help="zoo names")
     parser.add_argument("--lengths", default="32,64,100,128,200", help="token counts")
     parser.add_argument("--rounds", type=int, default=7, help="measured rounds per length")
+    parser.add_argument("--small", action="store_true", help="the small configurations")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
     parser.add_argument("--child", help=argparse.SUPPRESS)  # "<model> <json path>"
     args = parser.parse_args(argv)
@@ -207,7 +210,7 @@ def main(argv: Sequence[str]) -> None:
     lengths = [int(n) for n in comma_list(args.lengths)]
     if args.child:
         name, path = args.child.split(" ")
-        child(name, lengths, args.rounds, Path(path))
+        child(name, lengths, args.small, args.rounds, Path(path))
         return
     command = " ".join(["python", "benchmarks/lengths.py", *argv])
     runs: list[LengthRun] = []
