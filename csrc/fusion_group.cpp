@@ -11,6 +11,7 @@
 #include <ATen/ops/softmax.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
+#include <torch/csrc/jit/jit_log.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include <algorithm>
@@ -233,8 +234,20 @@ void GroupBase::run_respecialized(Stack& stack, size_t n) {
     auto key = spec_of(stack, n);
     auto found = specs_.find(key);
     const auto& budget = memory_budget();
-    if (found == specs_.end() && specs_.size() < budget.specs_per_group &&
-        stats.respecialized_weight_bytes.load() <= budget.weight_cache_bytes) {
+    bool within = specs_.size() < budget.specs_per_group &&
+                  stats.respecialized_weight_bytes.load() <= budget.weight_cache_bytes;
+    if (found == specs_.end() && !within && !logged_limit_) {
+      logged_limit_ = true;
+      GRAPH_UPDATE(name_, ": the guard refused a new input spec past the limits; it runs ",
+                   "unfused (logged once per group): ",
+                   specs_.size(), " specs fused again already (TORCH_GRAPHFUSE_SPECS_PER_GROUP), ",
+                   stats.respecialized_weight_bytes.load() >> 20,
+                   " MB of their weights (TORCH_GRAPHFUSE_WEIGHT_CACHE_MB)");
+    }
+    if (found == specs_.end() && within) {
+      GRAPH_UPDATE(name_, ": the guard refused an input spec; its subgraph is fused again for it ",
+                   "after a profiling run (spec ", specs_.size() + 1, " of at most ",
+                   budget.specs_per_group, ")");
       // The constant inputs (frozen weights) become constants again, as the pipeline
       // first saw them: a weight the backend may prepack, a BatchNorm it may fold.
       auto graph = subgraph_->copy();

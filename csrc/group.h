@@ -56,6 +56,7 @@ class GroupBase {
   std::vector<c10::IValue> constant_inputs_;  // the node's constant inputs (None: not one)
   std::mutex specs_mu_;
   std::map<std::vector<int64_t>, std::unique_ptr<torch::jit::GraphFunction>> specs_;
+  bool logged_limit_ = false;  // a spec refused past the limits was logged
 };
 
 // Whether the pass pipeline runs on the subgraph of a group whose guard failed (the

@@ -66,3 +66,29 @@ def test_a_spec_run_unfused_costs_one_kernel_log_line() -> None:
     lines = [line for line in done.stderr.splitlines() if "running unfused" in line]
     assert len(lines) == 1 and "onednn_kernel.cpp" in lines[0], done.stderr
     assert "Warning: torch_graphfuse" not in done.stderr
+
+
+def test_a_spec_the_guard_refuses_logs_that_it_is_fused_again() -> None:
+    # Once per spec fused again; past TORCH_GRAPHFUSE_SPECS_PER_GROUP, once per group.
+    script = """
+import torch, torch_graphfuse
+from torch_graphfuse.testing import runner
+class Heads(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(16, 16)
+    def forward(self, x):
+        return self.proj(x).view(x.size(0), x.size(1), 4, 4).transpose(1, 2)
+module, _, _ = runner.fused(Heads(), [torch.randn(1, 8, 16)])
+with torch.no_grad(), torch_graphfuse.fuser():
+    for n in [5, 5, 6, 6, 7, 7]:
+        module(torch.randn(1, n, 16))
+"""
+    env = dict(os.environ, PYTORCH_JIT_LOG_LEVEL=">fusion_group",
+               TORCH_GRAPHFUSE_SPECS_PER_GROUP="2")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120, check=True)
+    again = [line for line in done.stderr.splitlines() if "is fused again for it" in line]
+    past = [line for line in done.stderr.splitlines() if "past the limits" in line]
+    assert len(again) == 2 and "(spec 2 of at most 2)" in again[1], done.stderr
+    assert len(past) == 1 and "fusion_group.cpp" in past[0], done.stderr
