@@ -17,7 +17,6 @@ Writes RESULTS_lengths.md and lengths.png.
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import functools
 import json
@@ -32,7 +31,7 @@ from harness import plots
 from harness.calls import Forward, Inputs
 from harness.children import json_child
 from harness.cli import comma_list, zoo_models
-from harness.cpu.peers import PEERS_BY_KEY, Built, Peer, fusers
+from harness.cpu.peers import PEERS_BY_KEY, Built, Peer, fusers, inductor_forward
 from harness.cpu.report import machine
 from harness.cpu.tables import geomean
 from harness.cpu.timing import StallProbe, Timing, timed_rounds
@@ -68,11 +67,7 @@ def _built(peer: Peer, model: torch.nn.Module, inputs: Inputs) -> Forward:
         if peer.key == "eager":
             return model
         if peer.key == "inductor":
-            torch._dynamo.reset()
-            torch._inductor.config.freezing = True
-            compiled = torch.compile(copy.deepcopy(model), backend="inductor")
-            compiled(*inputs)
-            return compiled
+            return inductor_forward(model, inputs)
         return runner.profiled(model, inputs)
 
 

@@ -236,15 +236,15 @@ void GroupBase::run_respecialized(Stack& stack, size_t n) {
     const auto& budget = memory_budget();
     bool within = specs_.size() < budget.specs_per_group &&
                   stats.respecialized_weight_bytes.load() <= budget.weight_cache_bytes;
-    if (found == specs_.end() && !within && !logged_limit_) {
+    if (found == specs_.end() && !within) {
+      if (!logged_limit_)
+        GRAPH_UPDATE(name_, ": the guard refused a new input spec past the limits; it runs ",
+                     "unfused (logged once per group): ", specs_.size(),
+                     " specs fused again already (TORCH_GRAPHFUSE_SPECS_PER_GROUP), ",
+                     stats.respecialized_weight_bytes.load() >> 20,
+                     " MB of their weights (TORCH_GRAPHFUSE_WEIGHT_CACHE_MB)");
       logged_limit_ = true;
-      GRAPH_UPDATE(name_, ": the guard refused a new input spec past the limits; it runs ",
-                   "unfused (logged once per group): ",
-                   specs_.size(), " specs fused again already (TORCH_GRAPHFUSE_SPECS_PER_GROUP), ",
-                   stats.respecialized_weight_bytes.load() >> 20,
-                   " MB of their weights (TORCH_GRAPHFUSE_WEIGHT_CACHE_MB)");
-    }
-    if (found == specs_.end() && within) {
+    } else if (found == specs_.end()) {
       GRAPH_UPDATE(name_, ": the guard refused an input spec; its subgraph is fused again for it ",
                    "after a profiling run (spec ", specs_.size() + 1, " of at most ",
                    budget.specs_per_group, ")");

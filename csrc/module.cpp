@@ -60,9 +60,9 @@ bool has_profiled_shapes(const torch::jit::Block* block) {
 }
 
 void mark_respecialized(torch::jit::Block* block) {
+  static const auto group = c10::Symbol::fromQualString(kGroupKind);
   for (auto* node : block->nodes()) {
-    if (node->kind() == c10::Symbol::fromQualString(kGroupKind))
-      node->i_(attr::respecialized, 1);
+    if (node->kind() == group) node->i_(attr::respecialized, 1);
     for (auto* b : node->blocks()) mark_respecialized(b);
   }
 }

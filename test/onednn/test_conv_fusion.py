@@ -25,8 +25,9 @@ import torch_graphfuse
 from torch_graphfuse.testing import runner
 
 
-def _bn(channels: int) -> nn.BatchNorm2d:
-    bn = nn.BatchNorm2d(channels)
+def _bn(channels: int, kind: type[nn.modules.batchnorm._BatchNorm] = nn.BatchNorm2d
+        ) -> nn.modules.batchnorm._BatchNorm:
+    bn = kind(channels)
     with torch.no_grad():
         bn.running_mean.uniform_(-0.5, 0.5)
         bn.running_var.uniform_(0.5, 2.0)
@@ -262,10 +263,7 @@ def test_batch_norm_as_scale_and_shift_meets_the_channel_broadcast_bug_unfused(
 class LinearReluBn1d(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.linear, self.bn = nn.Linear(16, 8), nn.BatchNorm1d(8)
-        with torch.no_grad():
-            self.bn.running_mean.uniform_(-0.5, 0.5)
-            self.bn.running_var.uniform_(0.5, 2.0)
+        self.linear, self.bn = nn.Linear(16, 8), _bn(8, nn.BatchNorm1d)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.bn(torch.relu(self.linear(x)))

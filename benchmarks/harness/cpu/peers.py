@@ -36,11 +36,17 @@ def autocast(dtype: torch.dtype) -> torch.autocast:
     return torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16)
 
 
-def _inductor(model: nn.Module, inputs: Inputs) -> Call:
+def inductor_forward(model: nn.Module, inputs: Inputs) -> Forward:
+    """The model compiled by inductor with freezing on, run once on `inputs`."""
     torch._dynamo.reset()
     torch._inductor.config.freezing = True
     compiled = torch.compile(copy.deepcopy(model), backend="inductor")  # freezing folds weights
     compiled(*inputs)
+    return compiled
+
+
+def _inductor(model: nn.Module, inputs: Inputs) -> Call:
+    compiled = inductor_forward(model, inputs)
     return lambda: compiled(*inputs)
 
 

@@ -7,6 +7,7 @@ import math
 import torch
 
 from ...passes.defer_size_check import size_source
+from .convolution import CONVOLUTIONS
 from .graph_desc import BackendOp
 from .lowering import Lowering, Unsupported, lowering
 from .workarounds import CHANNEL_OPERAND_OVER_BATCH, SizeVerdict, channel_operand_over_batch
@@ -34,9 +35,8 @@ def batch_norm(lo: Lowering) -> None:
 _ACTIVATIONS = frozenset(f"aten::{kind}" for kind in (
     "relu", "relu6", "gelu", "silu", "hardswish", "hardsigmoid", "hardtanh", "sigmoid", "tanh",
     "elu", "leaky_relu", "mish", "softplus"))
-_CONTRACTIONS = frozenset(f"aten::{kind}" for kind in (
-    "_convolution", "convolution", "conv1d", "conv2d", "conv3d", "linear", "matmul", "mm",
-    "addmm"))
+_CONTRACTIONS = frozenset(
+    (*CONVOLUTIONS, "aten::linear", "aten::matmul", "aten::mm", "aten::addmm"))
 
 
 def _after_activation_of_contraction(value: torch._C.Value) -> bool:
