@@ -84,7 +84,9 @@ Layout layout_of(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
 
 namespace {
 
-// Dense in `order` with each stride, a size-1 dim's too, the one dense_strides gives.
+// Dense in `order` with each stride, a size-1 dim's too, the one dense_strides gives
+// (but for an empty tensor, whose dims past a size-0 one this never matches: such a
+// spec keeps running unfused, as before size-1 dims were let in).
 bool strides_of_dense_order(c10::IntArrayRef sizes, c10::IntArrayRef strides, const Dims& order) {
   int64_t expected = 1;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
