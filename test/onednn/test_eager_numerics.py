@@ -366,3 +366,66 @@ def test_product_with_swapped_batch_dims_runs_fused_at_its_sizes_only() -> None:
     assert group.i("static_shapes") == 1
     one = torch.randn(8, 5, 9, 1)
     assert_matches(run(module, [one]), eager(model, [one]), "fp32")
+
+
+def _matmuls_fused(graph: torch._C.Graph) -> int:
+    return sum(k == "aten::matmul" for group in group_kinds(graph) for k in group)
+
+
+def test_product_broadcasting_an_operand_with_a_batch_dim_inside_its_matrix_stays_with_aten(
+) -> None:
+    # Found by the fuzzer (seed 2812): the first operand's batch dim of 4 lies between
+    # its rows and columns in memory and the second broadcasts against its dim of 1;
+    # oneDNN 3.12 read out of bounds (1e12 where eager gave -0.2).
+    def fn(self, x):  # noqa: ANN001, ANN202
+        return torch.matmul(x.permute(2, 0, 1, 3), x.transpose(-1, -2))
+
+    x = torch.randn(1, 2, 4, 5)
+    out, ref, graph = fused_and_eager(Program(fn), [x])
+    assert_matches(out, ref, "fp32")
+    assert _matmuls_fused(graph) == 0
+
+
+def test_product_with_a_batch_dim_inside_the_matrix_and_swapped_batch_dims_stays_with_aten(
+) -> None:
+    # No dim broadcasts; the operand's batch dims of (4, 2) are stored as (dim 1, rows,
+    # dim 0, columns): oneDNN 3.12 was wrong at 2 rows (a batch dim's size).
+    def fn(self, x, y):  # noqa: ANN001, ANN202
+        return torch.matmul(x.permute(2, 0, 1, 3), y)
+
+    x, y = torch.randn(2, 2, 4, 5), torch.randn(4, 2, 5, 4)
+    out, ref, graph = fused_and_eager(Program(fn), [x, y])
+    assert_matches(out, ref, "fp32")
+    assert _matmuls_fused(graph) == 0
+
+
+def test_product_with_a_batch_dim_inside_the_matrix_runs_fused_at_its_sizes_only() -> None:
+    # Batch dims outer to inner, both between rows and columns, nothing broadcast: right,
+    # pinned (a size whose batch dim broadcasts would not be). Attention's heads, the last
+    # batch dim, stay unpinned.
+    class Pinned(nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return torch.matmul(x.permute(1, 2, 0, 3), y)
+
+    model = Pinned()
+    x, y = torch.randn(2, 4, 2, 5), torch.randn(4, 2, 5, 4)
+    module, out, graph = fuse(model, [x, y])
+    assert_matches(out, eager(model, [x, y]), "fp32")
+    (group,) = runner.fusion_groups(graph)
+    assert group.i("static_shapes") == 1
+    broadcast = [x, torch.randn(1, 2, 5, 4)]
+    assert_matches(run(module, broadcast), eager(model, broadcast), "fp32")
+
+
+def test_attention_scores_with_heads_inside_the_matrix_stay_fused_at_any_size() -> None:
+    class Scores(nn.Module):
+        def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+            q, k = (t.view(1, t.size(1), 4, 8).permute(0, 2, 1, 3) for t in (q, k))
+            return torch.matmul(q, k.transpose(-1, -2)) * 0.25
+
+    model = Scores()
+    q, k = torch.randn(1, 6, 32), torch.randn(1, 6, 32)
+    module, out, graph = fuse(model, [q, k])
+    assert_matches(out, eager(model, [q, k]), "fp32")
+    assert _matmuls_fused(graph) == 1
+    assert all(g.i("static_shapes") == 0 for g in runner.fusion_groups(graph))

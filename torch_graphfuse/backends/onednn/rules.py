@@ -199,8 +199,9 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
      "only (oneDNN 3.12 applies them wrongly)"),
     (lambda c: workarounds.matmul_operand_layout(c.ops, c.backend) is SizeVerdict.REFUSE,
      "a matmul operand whose batch dims are not outer to inner in memory with a matrix dim "
-     "of 1, or a transposed first operand with a batch dim between its rows and columns "
-     "(oneDNN 3.12 computes them wrongly)"),
+     "of 1, a transposed first operand with a batch dim between its rows and columns, or "
+     "a batch dim but the last stored inside the matrix where batch dims broadcast or are "
+     "not outer to inner (oneDNN 3.12 computes them wrongly)"),
     (lambda c: workarounds.int8_products_saturate(c.ops),
      "int8 products on a CPU without VNNI ({isa}): oneDNN sums their pairs in int16, which "
      "saturates"),

@@ -463,23 +463,28 @@ _LAYOUT_KEEPING = frozenset({"Quantize", "Dequantize", "TypeCast"})
 
 def matmul_operand_layout(ops: list[BackendOp], backend: BackendGraph) -> SizeVerdict:
     """A matmul operand, as given, that oneDNN 3.12 computed wrongly with (found by the
-    fuzzer, seed 2779; a sweep of all 24 orders of a 4-d operand at K = 1, 2 and 5):
+    fuzzer, seeds 2779 and 2812; sweeps of all 24 orders of a 4-d operand against batch
+    shapes that broadcast or not, at matrix sizes 1-5):
     - batch dims (those before the last two, of size > 1) not outer to inner in memory,
       with a matrix dim of size 1: `v @ v.transpose(-1, -2)` of `x.permute(1, 0, 2, 3)`
       at K = 1, off by up to 16 (at K = 2 and 5 right: Swin's linears read their permuted
       windows so), pinned to the profiled sizes where no matrix dim is 1 yet;
     - a first operand stored transposed (its rows innermost) with a batch dim between its
-      rows and columns: `v.transpose(3, 0)` of an int8 operand at K = 2. Attention's
-      `q @ k.transpose(-1, -2)`, its batch between rows and columns with the columns
-      innermost, is not this."""
+      rows and columns: `v.transpose(3, 0)` of an int8 operand at K = 2;
+    - a batch dim but the last stored inside the matrix (inner to a matrix dim of size
+      > 1), in a product that broadcasts a batch dim or with batch dims not outer to
+      inner: `x.permute(2, 0, 1, 3) @ x.transpose(-1, -2)`, x of (1, 2, 4, 5), read out
+      of bounds (1e12 where eager gives 0.2) whenever a matrix dim's size equals a batch
+      dim's; pinned where no batch dim broadcasts yet.
+    Attention's `q @ k.transpose(-1, -2)`, its heads (the last batch dim) between rows and
+    columns, is none of these."""
     made_by = {t: op for op in ops for t in op.outputs}
     verdict = SizeVerdict.SAFE
     for op in ops:
         if op.kind != "MatMul":
             continue
-        for port, t in enumerate(op.inputs[:2]):
-            while t in made_by and made_by[t].kind in _LAYOUT_KEEPING:
-                t = made_by[t].inputs[0]
+        operands = [_layout_source(t, made_by) for t in op.inputs[:2]]
+        for port, t in enumerate(operands):
             tensor = backend.tensors[t]
             if t in made_by or tensor.sizes is None or tensor.strides is None \
                     or len(tensor.sizes) < 3:
@@ -490,11 +495,42 @@ def matmul_operand_layout(ops: list[BackendOp], backend: BackendGraph) -> SizeVe
             if port == 0 and rows > 1 and cols > 1 and row_stride < col_stride \
                     and any(row_stride < st < col_stride for st in batch):
                 return SizeVerdict.REFUSE
-            if any(inner > outer for outer, inner in zip(batch, batch[1:], strict=False)):
-                if rows == 1 or cols == 1:
+            inverted = any(inner > outer for outer, inner in zip(batch, batch[1:], strict=False))
+            if inverted and (rows == 1 or cols == 1):
+                return SizeVerdict.REFUSE
+            if _batch_inside_the_matrix(dims):
+                if inverted or _broadcasts_a_batch_dim(op, backend):
                     return SizeVerdict.REFUSE
                 verdict = SizeVerdict.PIN
+            if inverted:
+                verdict = SizeVerdict.PIN
     return verdict
+
+
+def _layout_source(t: int, made_by: dict[int, BackendOp]) -> int:
+    """The tensor a matmul operand reads, past ops that keep its layout."""
+    while t in made_by and made_by[t].kind in _LAYOUT_KEEPING:
+        t = made_by[t].inputs[0]
+    return t
+
+
+def _batch_inside_the_matrix(dims: list[tuple[int, int]]) -> bool:
+    """Whether a batch dim of size > 1 but the last has a smaller stride than a matrix dim
+    of size > 1 (the last batch dim there is attention's heads)."""
+    matrix_strides = [st for size, st in dims[-2:] if size > 1]
+    return any(size > 1 and any(st < m for m in matrix_strides)
+               for size, st in dims[:-3])
+
+
+def _broadcasts_a_batch_dim(op: BackendOp, backend: BackendGraph) -> bool:
+    """Whether a batched matmul's operands differ in a batch dim (one of them 1 there, or
+    missing where the other is batched too); a 2-d operand (a linear's weight) is not."""
+    shapes = [backend.tensors[t].sizes for t in op.inputs[:2]]
+    if any(s is None or len(s) < 3 for s in shapes):
+        return False
+    a, b = (list(s[:-2]) for s in shapes)
+    rank = max(len(a), len(b))
+    return [1] * (rank - len(a)) + a != [1] * (rank - len(b)) + b
 
 
 def flattened_matmul_broadcast(ops: list[BackendOp], backend: BackendGraph) -> SizeVerdict:
