@@ -106,6 +106,27 @@ bool same_dense_order(c10::IntArrayRef sizes, c10::IntArrayRef strides,
          strides_of_dense_order(profiled_sizes, profiled_strides, order);
 }
 
+bool same_stride_order(c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                       c10::IntArrayRef profiled_sizes, c10::IntArrayRef profiled_strides) {
+  if (sizes.size() != profiled_sizes.size()) return false;
+  // The dims of size > 1, outermost first; empty when two share a stride (an order
+  // that the strides leave open).
+  auto ordered = [](c10::IntArrayRef n, c10::IntArrayRef st) {
+    Dims kept;
+    for (auto d : order_of(st))
+      if (n[d] != 1) kept.push_back(d);
+    for (size_t k = 1; k < kept.size(); ++k)
+      if (st[kept[k - 1]] == st[kept[k]]) return Dims{};
+    return kept;
+  };
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if ((sizes[d] == 1) != (profiled_sizes[d] == 1)) return false;
+  auto order = ordered(profiled_sizes, profiled_strides);
+  return !order.empty() && ordered(sizes, strides) == order &&
+         dense_in_order(sizes, strides, order_of(strides)) ==
+             dense_in_order(profiled_sizes, profiled_strides, order_of(profiled_strides));
+}
+
 Dims dense_strides(const Dims& sizes, const Dims& order) {
   Dims strides(sizes.size());
   int64_t stride = 1;

@@ -35,6 +35,13 @@ Layout layout_of(c10::IntArrayRef sizes, c10::IntArrayRef strides);
 // both sizes.
 bool same_dense_order(c10::IntArrayRef sizes, c10::IntArrayRef strides,
                       c10::IntArrayRef profiled_sizes, c10::IntArrayRef profiled_strides);
+// Whether a tensor and the profiled one have their dims of size 1 alike, the others'
+// strides in the same order (no two equal), and are both dense or neither: eager lays
+// out its results alike at both sizes (TensorIterator orders a result's dims as its
+// inputs' strides are; empty_like keeps a dense tensor's strides and lays any other out
+// row-major). A slice at another length, such as the half a rotary embedding reads.
+bool same_stride_order(c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                       c10::IntArrayRef profiled_sizes, c10::IntArrayRef profiled_strides);
 // The strides of a dense tensor of `sizes` in dim `order`.
 Dims dense_strides(const Dims& sizes, const Dims& order);
 

@@ -254,7 +254,8 @@ class Kernel : public GroupBase {
   // Whether eager would lay out the group's results as in the profiling
   // runs: every input has the layout it had then (any other layout than
   // row-major and channels-last, such as a transposed key, at the very same
-  // strides, or dense in the same dim order at other sizes).
+  // strides, or dense in the same dim order at other sizes; one bound as a
+  // row-major copy also in the same stride order, which oneDNN never sees).
   // An input another group wrote in oneDNN's layout may also have the layout
   // it came in at the profiled sizes: at other sizes, that group may have run
   // unfused and given eager's layout there, which need not be the profiled one.
@@ -266,9 +267,11 @@ class Kernel : public GroupBase {
       if (d.strides.empty() || d.dims.empty()) continue;
       if (free_layout_[i] && (!free_seen_[i] || came_as_seen(i, layouts[i], given[i]))) continue;
       auto profiled = layout_of(d.dims, d.strides);
+      bool copied = inputs[i].strides() != c10::IntArrayRef(given[i]);
       if (profiled != layouts[i] ||
           (profiled == Layout::kOther && given[i] != d.strides &&
-           !same_dense_order(inputs[i].sizes(), given[i], d.dims, d.strides)))
+           !same_dense_order(inputs[i].sizes(), given[i], d.dims, d.strides) &&
+           !(copied && same_stride_order(inputs[i].sizes(), given[i], d.dims, d.strides))))
         return "input " + std::to_string(i) + " is laid out otherwise than in the profiling runs (" +
                c10::str(inputs[i].sizes(), " strides ", given[i], " against ", d.dims, " strides ",
                         d.strides) + ")";

@@ -130,6 +130,34 @@ def test_heads_of_a_single_sequence_at_new_lengths_stay_fused() -> None:
     assert stats["fallbacks"] == 0 and stats["unfused_specs"] == 0 and stats["fused_runs"] == 2
 
 
+def _half_of_the_heads(tokens: int, width: int = 32) -> torch.Tensor:
+    """The second half of each head's features, as a rotary embedding reads it: not
+    dense, dims in the heads' order."""
+    return torch.randn(1, tokens, 4, width).transpose(1, 2)[..., width - 16:]
+
+
+def test_half_of_the_heads_at_new_lengths_stays_fused() -> None:
+    """Copied row-major for oneDNN, the slice needs only eager's layout to be alike at
+    other lengths: the same stride order, and not dense at either."""
+    model = Eltwise()
+    module, _, _ = runner.fused(model, [_half_of_the_heads(16)])
+    torch_graphfuse.reset_kernel_stats()
+    for tokens in (5, 12):
+        _assert_eagers(module, model, _half_of_the_heads(tokens))
+    stats = torch_graphfuse.kernel_stats()
+    assert stats["fallbacks"] == 0 and stats["unfused_specs"] == 0 and stats["fused_runs"] == 2
+
+
+def test_dense_input_where_the_profiled_one_was_not_runs_unfused() -> None:
+    """The same stride order, but dense: empty_like (a type cast's result) keeps a dense
+    tensor's strides and lays a sliced one out row-major, so that spec runs unfused."""
+    model = Eltwise()
+    module, _, _ = runner.fused(model, [_half_of_the_heads(16)])
+    torch_graphfuse.reset_kernel_stats()
+    _assert_eagers(module, model, _half_of_the_heads(12, width=16))
+    assert torch_graphfuse.kernel_stats()["unfused_specs"] == 1
+
+
 def test_cached_spec_is_reused() -> None:
     module, _, _ = runner.fused(ConvRelu().eval(), [torch.randn(1, 3, 16, 16)])
     before = torch_graphfuse.kernel_stats()
