@@ -56,6 +56,27 @@ def test_linear_silu_and_bias_add(dtype: str) -> None:
     check(model, [torch.randn(4, 16)], dtype, groups=1, left=[])
 
 
+class GatedMlp(nn.Module):
+    """Llama's MLP: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate, self.up = nn.Linear(16, 32, bias=False), nn.Linear(16, 32, bias=False)
+        self.down = nn.Linear(32, 16, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gated_mlp_is_one_group_a_linear(dtype: str) -> None:
+    # As one partition, oneDNN 3.12 reads its three weights unpacked (its general kernel):
+    # 6.35 against 5.84 ms as three at 128 tokens of Llama's sizes.
+    graph = check(GatedMlp(), [torch.randn(2, 5, 16)], dtype, groups=3, left=[])
+    assert sorted(sorted(k for k in group if k != "aten::to") for group in group_kinds(graph)) \
+        == [["aten::linear"], ["aten::linear", "aten::mul"], ["aten::linear", "aten::silu"]]
+
+
 class Matmul(nn.Module):
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.relu(torch.matmul(a, b))

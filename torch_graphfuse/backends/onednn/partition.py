@@ -3,11 +3,14 @@
 oneDNN Graph's `get_partitions` (fusion policy) runs on the whole backend graph of a
 block, or on pieces of it where it throws. Each partition it offers is a
 `rules.Candidate`, and becomes a fusion group unless a rule of `rules.RULES` refuses it;
-the report gives the rule's reason. A group is pinned to its profiled sizes where a
-mapping baked them in, or where a workaround finds them safe only as profiled (a binary
-operand that could broadcast wrongly after a linear or a pool at another size, or vary
-along the last dim only after a binary head, a matmul operand with its batch dims out of
-order whose matrix dim could be 1, an int8 convolution's windows).
+the report gives the rule's reason. Some are partitioned again in pieces first: an
+attention over few tokens without its softmaxes, a chain a binary op heads at its anchor,
+and a partition of several products of weights (a gated MLP) one product each.
+A group is pinned to its profiled sizes where a mapping baked them in, or where a
+workaround finds them safe only as profiled (a binary operand that could broadcast
+wrongly after a linear or a pool at another size, or vary along the last dim only after
+a binary head, a matmul operand with its batch dims out of order whose matrix dim could
+be 1 or whose batch dims could broadcast, an int8 convolution's windows).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from .workarounds import (
     layer_norm_sum,
     matmul_operand_layout,
     pool_operand,
+    products_of_weights,
     short_attention_softmaxes,
 )
 
@@ -110,6 +114,26 @@ def _split_at_anchor(backend: BackendGraph, partitions: list[tuple]) -> list[tup
     return result
 
 
+def _one_product_of_weights_each(backend: BackendGraph, partitions: list[tuple]) -> list[tuple]:
+    """The partitions, each holding several products of weights
+    (workarounds.products_of_weights) partitioned again in pieces cut before each of them
+    but the first, so that oneDNN packs each product's weights."""
+    result = []
+    for partition in partitions:
+        ops = [backend.ops[i] for i in partition[1]]
+        products = products_of_weights(ops, backend) if partition[0] else []
+        if not products:
+            result.append(partition)
+            continue
+        cuts = [op.id for op in products[1:]]
+        bounds = zip([-1, *cuts], [*cuts, len(backend.ops)], strict=True)
+        pieces = [p for low, high in bounds
+                  for p in _partition_in_pieces(
+                      backend, [op for op in ops if low <= op.id < high])[0]]
+        result += pieces if _keeps_outputs(backend, partition, pieces) else [partition]
+    return result
+
+
 def _keeps_outputs(backend: BackendGraph, whole: tuple, pieces: list[tuple]) -> bool:
     """Whether each piece gives every tensor it makes that is read outside it: the whole
     partition's outputs and what the other pieces read. oneDNN partitions a piece seeing
@@ -168,6 +192,7 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
     partitions, refused = _partition_in_pieces(backend, backend.ops)
     partitions = _short_attention_split(backend, mapped, partitions)
     partitions = _split_at_anchor(backend, partitions)
+    partitions = _one_product_of_weights_each(backend, partitions)
     for op_id, why in refused:
         op = backend.ops[op_id]
         name = op.node.kind() if op.node is not None else op.kind

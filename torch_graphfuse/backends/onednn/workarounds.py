@@ -177,6 +177,23 @@ def short_attention_softmaxes(ops: list[BackendOp], backend: BackendGraph) -> li
     return found
 
 
+def products_of_weights(ops: list[BackendOp], backend: BackendGraph) -> list[BackendOp]:
+    """The matmuls of a partition that read a constant 2-d weight (through a dequantize or
+    a cast), where it holds two or more (a gated MLP's three linears). oneDNN 3.12 runs such
+    a partition with its general kernel (`larger_partition_kernel_t`), whose matmuls read
+    the weights as given, row-major, where a partition of one product packs them once
+    (BA16a64b) and runs 15-20% faster. Convolutions pack theirs in both kernels."""
+    made_by = {t: op for op in ops for t in op.outputs}
+    found = []
+    for op in ops:
+        if op.kind != "MatMul" or len(op.inputs) < 2:
+            continue
+        weight = backend.tensors[_layout_source(op.inputs[1], made_by)]
+        if weight.constant and len(weight.sizes or []) == 2:
+            found.append(op)
+    return found if len(found) >= 2 else []
+
+
 def internal_diamond(ops: list[BackendOp]) -> bool:
     """Whether a binary op takes two results of one chain computed inside the
     partition (`bn(conv(x)) + conv(x)`: oneDNN 3.12's compile loops in fuse_post_ops,
@@ -483,8 +500,7 @@ def matmul_operand_layout(ops: list[BackendOp], backend: BackendGraph) -> SizeVe
     for op in ops:
         if op.kind != "MatMul":
             continue
-        operands = [_layout_source(t, made_by) for t in op.inputs[:2]]
-        for port, t in enumerate(operands):
+        for port, t in enumerate(_layout_source(t, made_by) for t in op.inputs[:2]):
             tensor = backend.tensors[t]
             if t in made_by or tensor.sizes is None or tensor.strides is None \
                     or len(tensor.sizes) < 3:
