@@ -7,6 +7,7 @@ warning."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import torch
 from fusion_check import assert_matches, eager, fuse
@@ -118,14 +119,16 @@ def test_heads_of_a_single_sequence_at_new_lengths_stay_fused() -> None:
     """(1, heads, tokens, dim) views of a (1, tokens, heads, dim) tensor: dense in the
     profiled dim order, the size-1 batch's stride the one that order gives, so eager lays
     the result out alike at other lengths."""
-    def heads(tokens: int) -> torch.Tensor:
-        return torch.randn(1, tokens, 4, 8).transpose(1, 2)
+    _assert_fused_at_other_lengths(lambda tokens: torch.randn(1, tokens, 4, 8).transpose(1, 2))
 
+
+def _assert_fused_at_other_lengths(input_at: Callable[[int], torch.Tensor]) -> None:
+    """Fused at 16 tokens, the group runs fused at 5 and 12, with eager's results."""
     model = Eltwise()
-    module, _, _ = runner.fused(model, [heads(16)])
+    module, _, _ = runner.fused(model, [input_at(16)])
     torch_graphfuse.reset_kernel_stats()
     for tokens in (5, 12):
-        _assert_eagers(module, model, heads(tokens))
+        _assert_eagers(module, model, input_at(tokens))
     stats = torch_graphfuse.kernel_stats()
     assert stats["fallbacks"] == 0 and stats["unfused_specs"] == 0 and stats["fused_runs"] == 2
 
@@ -139,13 +142,7 @@ def _half_of_the_heads(tokens: int, width: int = 32) -> torch.Tensor:
 def test_half_of_the_heads_at_new_lengths_stays_fused() -> None:
     """Copied row-major for oneDNN, the slice needs only eager's layout to be alike at
     other lengths: the same stride order, and not dense at either."""
-    model = Eltwise()
-    module, _, _ = runner.fused(model, [_half_of_the_heads(16)])
-    torch_graphfuse.reset_kernel_stats()
-    for tokens in (5, 12):
-        _assert_eagers(module, model, _half_of_the_heads(tokens))
-    stats = torch_graphfuse.kernel_stats()
-    assert stats["fallbacks"] == 0 and stats["unfused_specs"] == 0 and stats["fused_runs"] == 2
+    _assert_fused_at_other_lengths(_half_of_the_heads)
 
 
 def test_dense_input_where_the_profiled_one_was_not_runs_unfused() -> None:
