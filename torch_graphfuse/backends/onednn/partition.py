@@ -100,17 +100,12 @@ def _split_at_anchor(backend: BackendGraph, partitions: list[tuple]) -> list[tup
     result = []
     for partition in partitions:
         ops = [backend.ops[i] for i in partition[1]]
-        anchors = [op.id for op in ops if op.kind in _ANCHORS]
-        if not (partition[0] and anchors and full_then_two_width_operands(ops, backend)):
+        cut = min((op.id for op in ops if op.kind in _ANCHORS), default=None)
+        if (partition[0] and cut is not None and any(op.id < cut for op in ops)
+                and full_then_two_width_operands(ops, backend)):
+            result += _cut_before(backend, partition, [cut])
+        else:
             result.append(partition)
-            continue
-        cut = min(anchors)
-        before = [op for op in ops if op.id < cut]
-        pieces = [] if not before else [
-            p for piece in (before, [op for op in ops if op.id >= cut])
-            for p in _partition_in_pieces(backend, piece)[0]]
-        result += pieces if pieces and _keeps_outputs(backend, partition, pieces) \
-            else [partition]
     return result
 
 
@@ -122,16 +117,20 @@ def _one_product_of_weights_each(backend: BackendGraph, partitions: list[tuple])
     for partition in partitions:
         ops = [backend.ops[i] for i in partition[1]]
         products = products_of_weights(ops, backend) if partition[0] else []
-        if not products:
-            result.append(partition)
-            continue
-        cuts = [op.id for op in products[1:]]
-        bounds = zip([-1, *cuts], [*cuts, len(backend.ops)], strict=True)
-        pieces = [p for low, high in bounds
-                  for p in _partition_in_pieces(
-                      backend, [op for op in ops if low <= op.id < high])[0]]
-        result += pieces if _keeps_outputs(backend, partition, pieces) else [partition]
+        result += _cut_before(backend, partition, [op.id for op in products[1:]]) \
+            if products else [partition]
     return result
+
+
+def _cut_before(backend: BackendGraph, partition: tuple, cuts: list[int]) -> list[tuple]:
+    """oneDNN's partitions of the partition's ops cut before each op id in `cuts` (in
+    order), each piece partitioned alone; the partition itself where the pieces give none
+    or would not give each other what they read."""
+    ops = [backend.ops[i] for i in partition[1]]
+    bounds = zip([-1, *cuts], [*cuts, len(backend.ops)], strict=True)
+    pieces = [p for low, high in bounds
+              for p in _partition_in_pieces(backend, [op for op in ops if low <= op.id < high])[0]]
+    return pieces if pieces and _keeps_outputs(backend, partition, pieces) else [partition]
 
 
 def _keeps_outputs(backend: BackendGraph, whole: tuple, pieces: list[tuple]) -> bool:
