@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,5 +116,13 @@ inline size_t us_since(std::chrono::steady_clock::time_point start) {
 torch::jit::Operation onednn_group(const torch::jit::Node* node);
 torch::jit::Operation external_group(const torch::jit::Node* node);
 torch::jit::Operation constant_group(const torch::jit::Node* node);
+
+// The seconds each of `runs` executions of a oneDNN description's partition takes on these
+// inputs (at their strides), after one that also prepares its constants: what a policy that
+// keeps a partition only where it beats ATen on this CPU measures. nullopt, with `why`, where
+// oneDNN does not compile the description as one partition.
+std::optional<std::vector<double>> time_partition(const std::string& text,
+                                                  const std::vector<at::Tensor>& inputs,
+                                                  int64_t runs, std::string& why);
 
 }  // namespace graphfuse

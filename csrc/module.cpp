@@ -190,6 +190,17 @@ PYBIND11_MODULE(_C, m) {
   cudnn::bind(m);
 #endif
   m.def("_partition", &partition, "oneDNN's partitions of a backend description");
+  m.def("_time_partition", [](const std::string& text, const std::vector<at::Tensor>& inputs,
+                              int64_t runs) {
+    std::string why;
+    std::optional<std::vector<double>> seconds;
+    {
+      py::gil_scoped_release no_gil;
+      seconds = time_partition(text, inputs, runs, why);
+    }
+    return py::make_tuple(seconds ? py::cast(*seconds) : py::none(), why);
+  }, "(seconds of each of `runs` executions, or None; why not) of a description's partition "
+     "on these inputs");
   m.def("_prepare_partitions", &prepare,
         "partition fusion groups in one oneDNN call; a ticket per group (-1: none)");
   m.def("_kernel_stats", [] {

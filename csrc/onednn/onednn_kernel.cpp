@@ -2,6 +2,7 @@
 // (cached, within the memory budget), binds torch tensors and executes it.
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/record_function.h>
 #include <c10/util/hash.h>
@@ -555,6 +556,52 @@ class Kernel : public GroupBase {
 };
 
 }  // namespace
+
+std::optional<std::vector<double>> time_partition(const std::string& text,
+                                                  const std::vector<at::Tensor>& inputs,
+                                                  int64_t runs, std::string& why) {
+  TORCH_CHECK(onednn::availability().ok, "torch_graphfuse: ", onednn::availability().problem);
+  auto desc = GraphDesc::parse(text);
+  TORCH_CHECK(inputs.size() == desc.inputs.size(), "torch_graphfuse: ", inputs.size(),
+              " inputs for a description of ", desc.inputs.size());
+  std::vector<LogicalTensor> in_lts, out_lts;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto& t = inputs[i];
+    auto dtype = to_backend_dtype(t.scalar_type());
+    TORCH_CHECK(dtype && t.device().is_cpu(), "torch_graphfuse: input ", i, " cannot be bound");
+    auto property = desc.tensors.at(desc.inputs[i]).constant
+                        ? LogicalTensor::property_type::constant
+                        : LogicalTensor::property_type::variable;
+    in_lts.emplace_back(desc.inputs[i], *dtype, t.sizes().vec(), t.strides().vec(), property);
+  }
+  for (auto id : desc.outputs) {
+    const auto& d = desc.tensors.at(id);
+    out_lts.emplace_back(id, d.dtype, d.dims, LogicalTensor::layout_type::strided);
+  }
+  auto compiled = compile_partition(desc, in_lts, out_lts, true, nullptr, why);
+  if (!compiled) return std::nullopt;
+  auto& engine = cpu_engine();
+  std::vector<dg::tensor> ins, outs;
+  std::vector<at::Tensor> buffers;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    ins.emplace_back(compiled->inputs[i], engine, inputs[i].data_ptr());
+  for (const auto& lt : compiled->outputs) {
+    buffers.push_back(at::empty({static_cast<int64_t>(lt.get_mem_size())}, at::kByte));
+    outs.emplace_back(lt, engine, buffers.back().data_ptr());
+  }
+  dnnl::stream stream(engine);
+  auto cache = constant_cache_in_use();
+  std::vector<double> seconds;
+  // The first run also prepares the constants, as a group's first call does.
+  for (int64_t r = -1; r < runs; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    compiled->partition.execute(stream, ins, outs);
+    stream.wait();
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    if (r >= 0) seconds.push_back(took.count());
+  }
+  return seconds;
+}
 
 torch::jit::Operation onednn_group(const Node* node) {
   TORCH_CHECK(onednn::availability().ok, "torch_graphfuse: ", onednn::availability().problem);

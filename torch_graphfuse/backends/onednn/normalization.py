@@ -7,6 +7,7 @@ import math
 import torch
 
 from ...passes.defer_size_check import size_source
+from . import speed_trial
 from .convolution import CONVOLUTIONS
 from .graph_desc import BackendOp
 from .lowering import Lowering, Unsupported, lowering
@@ -226,23 +227,23 @@ def scaled_dot_product_attention(lo: Lowering) -> None:
     dtype = lo.graph.tensors[q].dtype
     if any(lo.graph.tensors[t].dtype != dtype for t in (k, v, out)):
         raise Unsupported("query, key, value and result of different dtypes")
-    if dtype == "f32":
-        # Measured alone, 12 heads of 64, 2 threads of an AVX-512 EPYC: ATen's flash
-        # attention took 0.60-0.92x oneDNN's time in fp32 from 64 to 1500 tokens; in bf16
-        # oneDNN's took 1.00x (128 tokens) to 0.90x (1500) of ATen's.
-        raise Unsupported("fp32 attention, which ATen's flash kernel runs faster than oneDNN's")
+    trials = speed_trial.mode()
+    if trials == "aten":
+        raise Unsupported(f"attention, left with ATen ({speed_trial.ENV}=aten)")
     if not all(lo.finite(i) for i in (0, 1, 2)):
         raise Unsupported(f"{SOFTMAX_OF_NONFINITE}, and its inputs are not proven finite")
-    scale = None if lo.n_inputs() < 7 or lo.is_none(6) else float(lo.const(6))
+    given_scale = None if lo.n_inputs() < 7 or lo.is_none(6) else float(lo.const(6))
+    scale = given_scale
     if scale is None:
         scale = 1.0 / math.sqrt(qs[3])
         lo.pin_shapes()  # the scale of the profiled head size
+    start = len(lo.graph.ops)
     # Eager keeps the scores in float32 for bf16 inputs.
     scores = [lo.temp(q, qs[:3] + [ks[2]], "f32") for _ in range(3)]
     lo.emit("MatMul", [q, k], [scores[0]], transpose_b=True)
     lo.emit("Multiply", [scores[0], lo.constant(torch.tensor([scale]))], [scores[1]],
             auto_broadcast="numpy")
-    masked = scores[1]
+    masked, mask = scores[1], None
     if not lo.is_none(3):
         mask = lo.mask_input(3)
         if lo.rank(3) > 4:
@@ -261,3 +262,14 @@ def scaled_dot_product_attention(lo: Lowering) -> None:
     weights = lo.temp(q, qs[:3] + [ks[2]])
     lo.emit("SoftMax", [masked], [weights], axis=-1, mode="inf_as_zero")
     lo.emit("MatMul", [weights, v], [out])
+    if trials == "measure":
+        # Which kernel is faster depends on the CPU (speed_trial): in bf16, oneDNN's took
+        # 0.90-1.00x ATen's time on a Zen 4 EPYC, 0.28-0.38x on a Zen 5.
+        trial = speed_trial.trial(
+            lo.graph, lo.graph.ops[start:], [out],
+            {lo.graph.resolve(c.unique()): c.toIValue() for c in lo.constants},
+            lambda t: torch.ops.aten.scaled_dot_product_attention(
+                t[q], t[k], t[v], None if mask is None else t[mask], 0.0, False,
+                scale=given_scale))
+        if not trial.fused:
+            raise Unsupported(f"attention that ATen runs faster on this CPU: {trial.verdict()}")
