@@ -25,6 +25,7 @@ from torch.nn import functional as F
 
 import torch_graphfuse
 from torch_graphfuse.backends.onednn import speed_trial
+from torch_graphfuse.testing import runner
 
 BATCH, HEADS, SEQ, DIM = 2, 4, 64, 32
 WIDTH = HEADS * DIM
@@ -177,6 +178,66 @@ def test_heads_merged_after_a_same_shape_reshape_join_the_attention() -> None:
     assert_matches(out, eager(model, [x, mask], FUSED), FUSED)
     [kinds] = _attention_groups(graph)
     assert {"aten::reshape", "aten::transpose", "aten::contiguous"} <= set(kinds), graph
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
+
+
+class MergedThenProjected(HuggingFaceMerge):
+    """Hugging Face's attention block: the heads merged, then the output projection and the
+    residual."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.o = nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.o(super().forward(x, mask)) + x
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_projection_after_the_heads_merge_fuses(dtype: str) -> None:
+    """The attention's group gives its merged heads as the last `contiguous` (which computes
+    nothing, an alias of the reshape before it); the projection's group takes that value in
+    (it had stayed with ATen: "an argument is computed at run time")."""
+    if dtype == "bf16" and not torch_graphfuse.onednn_info()["bf16"]:
+        pytest.skip("no oneDNN bf16 kernels on this CPU")
+    model, x, mask = MergedThenProjected().eval(), torch.randn(BATCH, SEQ, WIDTH), _bool_mask()
+    torch_graphfuse.reset_kernel_stats()
+    _, out, graph = fuse(model, [x, mask], dtype)
+    assert_matches(out, eager(model, [x, mask], dtype), dtype)
+    assert len(_attention_groups(graph)) == 1, graph
+    assert sum("aten::linear" in kinds for kinds in group_kinds(graph)) == 4, graph
+    assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
+
+
+class SizesOfTheResult(Attention):
+    """GPT-2's attention block: the result's sizes read for the heads' merge, and the result
+    read through a reshape to its own shape."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.o = nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        q, k, v = self.heads(self.q(x)), self.heads(self.k(x)), self.heads(self.v(x))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        b, h, s, d = out.size()
+        out = out.reshape(b, h, s, d).transpose(1, 2).contiguous()
+        return self.o(out.reshape(b, s, h * d)) + x
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_read_by_size_ops_and_through_a_same_shape_reshape_fuses(dtype: str) -> None:
+    """The reshape, which computes nothing, leaves the attention's partition, which then
+    gives its one result to both (the attention had stayed with ATen: "a value used outside
+    is not a partition output")."""
+    if dtype == "bf16" and not torch_graphfuse.onednn_info()["bf16"]:
+        pytest.skip("no oneDNN bf16 kernels on this CPU")
+    model, x, mask = SizesOfTheResult().eval(), torch.randn(BATCH, SEQ, WIDTH), _bool_mask()
+    torch_graphfuse.reset_kernel_stats()
+    _, out, graph = fuse(model, [x, mask], dtype)
+    assert_matches(out, eager(model, [x, mask], dtype), dtype)
+    assert len(_attention_groups(graph)) == 1, graph
+    assert "aten::linear" not in runner.unfused_kinds(graph), graph
     assert torch_graphfuse.kernel_stats()["fallbacks"] == 0
 
 

@@ -165,6 +165,37 @@ def exposed_values(backend: BackendGraph, nodes: list[torch._C.Node],
     return exposed
 
 
+def _without_views_read_beside_their_base(backend: BackendGraph, nodes: list[torch._C.Node],
+                                          out_ids: list[int], op_count: Counter
+                                          ) -> list[torch._C.Node]:
+    """The nodes but those of each view that computes nothing (a reshape to the same shape,
+    an alias of a result) read outside where the result itself is read outside too, with
+    the shape arithmetic only it reads. The group gives one value per tensor: GPT-2's
+    attention result is read by size ops for the heads' merge and, through
+    `reshape(same shape)`, by its transpose. The view then runs in ATen (or joins the group
+    as a view of its result, fusion/boundary_views), reading the group's result."""
+    inside = set(nodes)
+    made = {v.unique(): v for n in nodes for v in n.outputs()}
+
+    def read_outside(i: int) -> bool:
+        return any(use.user not in inside for use in made[i].uses())
+
+    dropped = {made[view].node() for view, base in backend.aliases.items()
+               if base in out_ids and view in made and base in made
+               and read_outside(view) and read_outside(base)}
+    if not dropped:
+        return nodes
+    grew = True
+    while grew:  # the shape arithmetic only the dropped views read
+        grew = False
+        for node in nodes:
+            if (node not in dropped and node not in op_count and node.outputsSize() > 0
+                    and all(use.user in dropped for v in node.outputs() for use in v.uses())):
+                dropped.add(node)
+                grew = True
+    return [n for n in nodes if n not in dropped]
+
+
 def _reading_exposed(part: Partition, exposed_as: dict[int, torch._C.Value]) -> Partition:
     """The partition reading, for each tensor another group gives only as a view that
     computes nothing (exposed_values), that view: the tensor's own value stays inside the
@@ -202,6 +233,7 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
                        key=order.__getitem__)
         if not nodes or any(op.kind in ("Wildcard", "End") for op in ops):
             continue
+        nodes = _without_views_read_beside_their_base(backend, nodes, out_ids, op_count)
         exposed = exposed_values(backend, nodes, out_ids)
         candidate = Candidate(supported, ops, nodes, in_ids, out_ids, exposed, mapped, op_count)
         why = refusal(candidate)
@@ -219,9 +251,11 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
         made = {v.unique(): v for n in nodes for v in n.outputs()}
         exposed_as.update((out, made.get(e) or mapped.values[e])
                           for out, e in zip(out_ids, exposed, strict=True) if e != out)
-        result.append(Partition(nodes, [mapped.values[i] for i in in_ids] + shape_inputs,
+        read_as = candidate.read_as
+        inputs = [read_as.get(i) or mapped.values[i] for i in in_ids]
+        result.append(Partition(nodes, inputs + shape_inputs,
                                 [made.get(i) or mapped.values[i] for i in exposed],
-                                in_ids + [v.unique() for v in shape_inputs], exposed,
+                                [v.unique() for v in inputs + shape_inputs], exposed,
                                 backend.to_text(ops, in_ids, out_ids),
                                 pinned or any(op.static_shapes for op in ops),
                                 frozenset().union(*(op.assumes_finite for op in ops)),

@@ -61,6 +61,27 @@ class Candidate:
                     found.setdefault(v.unique(), v)
         return list(found.values())
 
+    @property
+    def read_as(self) -> dict[int, torch._C.Value]:
+        """Per input tensor its nodes read only through one value that the mapping made an
+        alias of it (`attention(...).reshape(...).contiguous()`, the contiguous computing
+        nothing), that value, which the group then takes in: the tensor's own value may
+        exist only inside the group that computes it (partition.exposed_values)."""
+        made = {v.unique() for n in self.nodes for v in n.outputs()}
+        inputs = set(self.in_ids)
+        aliases: dict[int, dict[int, torch._C.Value]] = {}
+        own = set()
+        for node in self.nodes:
+            for v in node.inputs():
+                if v.unique() in made:
+                    continue
+                if v.unique() in inputs:
+                    own.add(v.unique())
+                elif (t := self.backend.resolve(v.unique())) in inputs:
+                    aliases.setdefault(t, {})[v.unique()] = v
+        return {t: next(iter(values.values())) for t, values in aliases.items()
+                if len(values) == 1 and t not in own}
+
 
 def _used_outside(nodes: list[torch._C.Node], block_nodes: set[torch._C.Node]) -> set[int]:
     """Ids of the values `nodes` produce that something else reads."""
@@ -152,7 +173,8 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: not c.supported, "oneDNN does not support this partition"),
     (_split_node, "oneDNN split a node's backend ops across partitions"),
     (_internal_port, "a port is internal to a node's mapping"),
-    (lambda c: _computed_arguments(c.nodes, c.in_ids, c.shape_inputs),
+    (lambda c: _computed_arguments(c.nodes, [*c.in_ids, *(v.unique() for v in c.read_as.values())],
+                                   c.shape_inputs),
      "an argument is computed at run time"),
     (lambda c: not _used_outside(c.nodes, set(c.mapped.nodes)) <= set(c.exposed),
      "a value used outside is not a partition output"),
