@@ -68,15 +68,17 @@ def _device_types(block: torch._C.Block) -> set[str]:
 
 
 def fuse_block(graph: torch._C.Graph, block: torch._C.Block,
-               partitioners: list[BlockPartitioner], report: FusionReport) -> list[torch._C.Node]:
-    """Partition and rewrite one block with each backend that claims its devices, then
-    the blocks nested in it."""
+               partitioners: list[BlockPartitioner], facts: GraphFacts) -> list[torch._C.Node]:
+    """Partition and rewrite one block with each backend that claims its devices (a
+    group's outputs keep the finiteness facts of the values they replace, for the backends
+    after it), then the blocks nested in it."""
     groups = []
     for partition_block in partitioners:
-        groups += rewrite.rewrite(graph, block, partition_block(block), report)
+        groups += rewrite.rewrite(graph, block, partition_block(block), facts.report,
+                                  facts.finite)
     for node in list(block.nodes()):
         for inner in node.blocks():
-            groups += fuse_block(graph, inner, partitioners, report)
+            groups += fuse_block(graph, inner, partitioners, facts)
     return groups
 
 
@@ -129,7 +131,7 @@ def _run_passes(graph: torch._C.Graph, respecializing: bool = False) -> None:
     backends = _claiming(_device_types(graph.block()))
     partitioners = [b.partitioner(facts) for b in backends]
     log.logged_pass("rewrite", graph, lambda: groups.extend(
-        fuse_block(graph, graph.block(), partitioners, report)))
+        fuse_block(graph, graph.block(), partitioners, facts)))
     log.logged_pass("rms_norm", graph, lambda: rms_norm.unfold(graph, groups))
     report.groups = [rewrite.group_kinds(g) for g in groups]
     rewrite.label(groups, report.id)

@@ -292,6 +292,24 @@ def test_finiteness_facts_say_which_inputs_are_assumed() -> None:
     assert facts[m.output().unique()] == frozenset()  # int64: no NaN
 
 
+def test_indices_and_conditions_of_unknown_type_need_no_proof() -> None:
+    """T5's position bias: an embedding of computed bucket indices, chosen by a condition,
+    both of types the profiler left unknown; the selected values are what counts."""
+    def bias(table: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        values = F.embedding(torch.argmax(scores, dim=1), table)
+        keep = scores > 0
+        return torch.where(keep, values, scores), torch.where(keep, torch.log(scores), values)
+
+    graph = torch.jit.script(bias).graph
+    torch._C._jit_pass_inline(graph)
+    for v in graph.inputs():
+        v.setType(torch._C.TensorType.create_from_tensor(torch.zeros(3, 3)))
+    facts = finiteness.analyze(graph)
+    chosen, logged = graph.return_node().inputsAt(0).node().inputs()
+    assert facts[chosen.unique()] == frozenset({0, 1})
+    assert logged.unique() not in facts  # the log of a value can be NaN
+
+
 def test_rms_norm_sin_and_cos_keep_finiteness() -> None:
     def rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
         # Llama's rotary embedding on an RMS-normalized input.

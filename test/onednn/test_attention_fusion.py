@@ -159,6 +159,26 @@ def test_additive_mask_not_proven_finite_left_with_aten() -> None:
     assert (SDPA, "a float mask not proven finite") in torch_graphfuse.last_report().unmapped
 
 
+class MaskFromSizes(nn.Module):
+    """A float causal mask built from the sequence length, as T5's decoder builds its bias:
+    a group of size constants computes it."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(q.size(2))
+        mask = torch.zeros(q.size(2), q.size(2)).masked_fill(
+            positions[None, :] > positions[:, None], -1e4)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def test_a_mask_of_size_constants_is_known_finite_so_the_attention_fuses() -> None:
+    """The size constants' group replaces the mask's value: it keeps the mask's proof of
+    finiteness (it had stayed with ATen: "a float mask not proven finite")."""
+    model, inputs = MaskFromSizes(), [torch.randn(BATCH, HEADS, SEQ, DIM) for _ in range(3)]
+    _, out, graph = fuse(model, inputs)
+    assert_matches(out, eager(model, inputs), "fp32")
+    assert len(_attention_groups(graph)) == 1, graph
+
+
 class HuggingFaceMerge(Attention):
     """The heads merged as Hugging Face writes it: a reshape to the same shape first, then
     transpose, contiguous, reshape, with sizes read at run time."""

@@ -19,6 +19,7 @@ import torch
 from .. import log
 from ..backends.base import Partition, describe
 from ..group_schema import ATTR, KIND, ONEDNN, subgraph
+from ..passes.finiteness import Facts
 from ..passes.graph_utils import written_values
 from ..report import FusionReport
 
@@ -138,7 +139,9 @@ def _writes_seen_by_span(graph: torch._C.Graph, span: list[torch._C.Node],
 
 
 def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Partition],
-            report: FusionReport) -> list[torch._C.Node]:
+            report: FusionReport, finite: Facts | None = None) -> list[torch._C.Node]:
+    """The groups made of the partitions. `finite` (passes/finiteness) gets the facts of the
+    values each group's outputs replace, for the backends that partition after this one."""
     groups = []
     # Outputs of partitions already rewritten, by id: later partitions read
     # the group's outputs instead.
@@ -186,6 +189,8 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
             new.setType(old.type())
             old.replaceAllUsesAfterNodeWith(group, new)
             replaced[old_id] = new
+            if finite is not None and old.unique() in finite:
+                finite[new.unique()] = finite[old.unique()]
         for node in reversed(part.nodes):
             node.destroy()
         groups.append(group)

@@ -13,7 +13,8 @@ A value is proven finite, with the set of graph inputs it assumes, when it is
   bools, integer tensors),
 - a floating-point graph input, or one of unknown dtype, that nothing writes in
   place (assumed), or
-- the result of an op in FINITE_PRESERVING whose inputs are all proven.
+- the result of an op in FINITE_PRESERVING whose inputs are all proven, but
+  those that only select its elements (SELECTORS: indices, conditions).
 An op that can make NaN or infinity out of finite numbers (division by a
 tensor, log, sqrt, exp, ...) is not in the table, nor is a value any node
 writes in place. Overflow past the dtype's largest number is taken as
@@ -141,6 +142,18 @@ FINITE_PRESERVING: dict[str, Callable[[torch._C.Node], bool]] = {
 }
 
 
+# Inputs that only choose which elements the result holds (indices, conditions, masks):
+# their values never reach it, so they need no proof (T5's position bias is an embedding
+# of bucket indices an in-place add computes).
+SELECTORS: dict[str, frozenset[int]] = {
+    "aten::embedding": frozenset({1}),
+    "aten::index_select": frozenset({2}),
+    "aten::gather": frozenset({2}),
+    "aten::where": frozenset({0}),
+    "aten::masked_fill": frozenset({1}),
+}
+
+
 def _finite_type(value: torch._C.Value) -> bool:
     """A value whose type holds no NaN or infinity."""
     t = value.type()
@@ -201,9 +214,11 @@ def analyze(graph: torch._C.Graph) -> Facts:
                 facts[node.output().unique()] = frozenset()
             continue
         condition = FINITE_PRESERVING.get(node.kind())
+        selectors = SELECTORS.get(node.kind(), frozenset())
+        values = [v for i, v in enumerate(node.inputs()) if i not in selectors]
         proven = (condition is not None and not list(node.blocks())
-                  and all(v.unique() in facts for v in node.inputs()) and condition(node))
-        assumed = frozenset().union(*(facts[v.unique()] for v in node.inputs())) \
+                  and all(v.unique() in facts for v in values) and condition(node))
+        assumed = frozenset().union(*(facts[v.unique()] for v in values)) \
             if proven else frozenset()
         for out in node.outputs():
             if _finite_type(out):
