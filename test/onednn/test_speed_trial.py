@@ -61,6 +61,16 @@ def test_ops_onednn_does_not_take_as_one_partition_stay_with_aten() -> None:
     assert "could not run it alone" in found.verdict()
 
 
+def test_a_trial_that_raises_leaves_the_ops_with_aten() -> None:
+    graph, ops, outputs = _products(1)
+
+    def aten(_: dict[int, torch.Tensor]) -> None:
+        raise RuntimeError("no kernel for these inputs")
+
+    found = speed_trial.trial(graph, ops, outputs, {}, aten)
+    assert not found.fused and "no kernel for these inputs" in found.verdict()
+
+
 @pytest.mark.parametrize(("onednn_ms", "fused"), [(0.5, True), (0.97, True), (0.99, False),
                                                    (1.5, False)])
 def test_onednn_must_win_by_the_margin(onednn_ms: float, fused: bool) -> None:

@@ -106,7 +106,14 @@ def _median_seconds(run: Callable[[], object], runs: int) -> float:
 
 def measure(text: str, inputs: list[torch.Tensor], aten: Callable[[], object]) -> Trial:
     """Times the description's partition on `inputs` against `aten` (which reads the same
-    tensors)."""
+    tensors). A side that raises makes no trial: the ops stay with ATen."""
+    try:
+        return _timed(text, inputs, aten)
+    except (RuntimeError, ValueError) as error:
+        return Trial(None, 0.0, f"the trial failed: {error}")
+
+
+def _timed(text: str, inputs: list[torch.Tensor], aten: Callable[[], object]) -> Trial:
     with torch.no_grad():
         aten()  # warm: ATen's first call allocates its scratch
         start = time.perf_counter()
