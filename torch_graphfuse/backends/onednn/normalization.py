@@ -272,4 +272,4 @@ def scaled_dot_product_attention(lo: Lowering) -> None:
                 t[q], t[k], t[v], None if mask is None else t[mask], 0.0, False,
                 scale=given_scale))
         if not trial.fused:
-            raise Unsupported(f"attention that ATen runs faster on this CPU: {trial.verdict()}")
+            raise Unsupported(f"attention, left with ATen by its speed trial: {trial.verdict()}")
