@@ -310,6 +310,23 @@ def test_indices_and_conditions_of_unknown_type_need_no_proof() -> None:
     assert logged.unique() not in facts  # the log of a value can be NaN
 
 
+def test_inputs_beside_an_index_the_graph_allocates_and_writes_are_assumed_finite() -> None:
+    """BEiT's relative position bias: an index tensor made by `zeros` and written in place,
+    taken in a list by `aten::index`. Alias analysis lets every tensor in a list alias the
+    graph inputs; a tensor the graph allocated cannot."""
+    def bias(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        index = torch.zeros(3, dtype=torch.long)
+        index[1:] += 1
+        return x + table[index]
+
+    graph = torch.jit.script(bias).graph
+    torch._C._jit_pass_inline(graph)
+    for v in graph.inputs():
+        v.setType(torch._C.TensorType.create_from_tensor(torch.zeros(3)))
+    facts = finiteness.analyze(graph)
+    assert facts[graph.return_node().inputsAt(0).unique()] == frozenset({0, 1})
+
+
 def test_rms_norm_sin_and_cos_keep_finiteness() -> None:
     def rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
         # Llama's rotary embedding on an RMS-normalized input.

@@ -114,7 +114,8 @@ FINITE_PRESERVING: dict[str, Callable[[torch._C.Node], bool]] = {
         "aten::tensor_split", "aten::unsafe_split", "aten::unsafe_chunk", "aten::unbind",
         "aten::movedim", "aten::swapaxes", "aten::clone",
         "aten::detach", "aten::embedding",
-        "aten::index_select", "aten::gather", "aten::constant_pad_nd", "aten::pad",
+        "aten::index_select", "aten::index", "aten::gather", "aten::constant_pad_nd",
+        "aten::pad",
         "aten::roll", "aten::flip", "aten::repeat", "aten::where", "aten::masked_fill",
         "aten::upsample_nearest2d", "aten::pixel_shuffle", "aten::__getitem__",
         "prim::ListConstruct", "prim::ListUnpack", "prim::TupleConstruct",
@@ -148,6 +149,7 @@ FINITE_PRESERVING: dict[str, Callable[[torch._C.Node], bool]] = {
 SELECTORS: dict[str, frozenset[int]] = {
     "aten::embedding": frozenset({1}),
     "aten::index_select": frozenset({2}),
+    "aten::index": frozenset({1}),
     "aten::gather": frozenset({2}),
     "aten::where": frozenset({0}),
     "aten::masked_fill": frozenset({1}),
@@ -177,6 +179,32 @@ def _finite_constant(value: torch._C.Value) -> bool:
     return True
 
 
+def _allocated_here(value: torch._C.Value) -> bool:
+    """Whether the value is, or views, a tensor an op of the graph returned as new memory
+    (its schema's result has no alias set: `zeros`, `arange`, `mul`): no graph input can
+    share it. Alias analysis counts graph inputs and every tensor put in a list (index
+    arguments) as wildcards that may alias each other: BEiT writes its relative position
+    index, a `zeros`, in place, which made its pixel input unproven."""
+    for _ in range(64):
+        node = value.node()
+        if node.kind() in ("prim::Param", "prim::Constant") or node.schema() == "(no schema)":
+            return False
+        schema = torch._C.parse_schema(node.schema())
+        index = next(i for i, v in enumerate(node.outputs()) if v.unique() == value.unique())
+        if index >= len(schema.returns):
+            return False
+        result = schema.returns[index].alias_info
+        if result is None:
+            return True
+        base = next((v for v, arg in zip(node.inputs(), schema.arguments, strict=False)
+                     if arg.alias_info is not None
+                     and arg.alias_info.before_set & result.before_set), None)
+        if base is None:
+            return False
+        value = base
+    return False
+
+
 def _written(graph: torch._C.Graph) -> list[torch._C.Value] | None:
     """Every value some node may write in place; None: any value."""
     written: list[torch._C.Value] = []
@@ -197,6 +225,11 @@ def analyze(graph: torch._C.Graph) -> Facts:
     def untouched(v: torch._C.Value) -> bool:
         return alias_db is None or not any(alias_db.may_contain_alias(v, w) for w in written)
 
+    outside = [w for w in written if not _allocated_here(w)]
+
+    def untouched_input(v: torch._C.Value) -> bool:
+        return alias_db is None or not any(alias_db.may_contain_alias(v, w) for w in outside)
+
     facts: Facts = {}
     for offset, v in enumerate(graph.inputs()):
         if _finite_type(v):
@@ -206,7 +239,7 @@ def analyze(graph: torch._C.Graph) -> Facts:
         # guard's check passes a tensor of any other dtype.
         elif (isinstance(v.type(), torch._C.TensorType)
               and (v.type().dtype() is None or v.type().dtype() in _FLOATING)
-              and untouched(v)):
+              and untouched_input(v)):
             facts[v.unique()] = frozenset({offset})
     for node in all_nodes(graph.block()):
         if node.kind() == "prim::Constant":
