@@ -71,23 +71,54 @@ bool finite_bits(const Bits* data, int64_t n, Bits exponent) {
   return finite.load();
 }
 
+// The same scan over each row of a tensor whose last dim is contiguous, at the
+// offsets its outer dims give: a slice of a wider result (GPT-2's query, key and
+// value, split from one projection), which ATen's isfinite would check in four
+// ops and two allocations (36 checks, about 1 ms of a 19 ms call at 32 tokens).
+template <typename Bits>
+bool finite_rows(const at::Tensor& t, Bits exponent) {
+  const auto* base = static_cast<const Bits*>(t.data_ptr());
+  const int64_t row = t.size(-1), rows = t.numel() / row, outer = t.dim() - 1;
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  std::atomic<bool> finite{true};
+  at::parallel_for(0, rows, std::max<int64_t>(1, (1 << 16) / row), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end && finite.load(std::memory_order_relaxed); ++r) {
+      int64_t offset = 0;
+      for (int64_t d = outer - 1, rest = r; d >= 0; --d) {
+        offset += (rest % sizes[d]) * strides[d];
+        rest /= sizes[d];
+      }
+      bool special = false;
+      for (const Bits *p = base + offset, *stop = p + row; p < stop; ++p)
+        special |= (*p & exponent) == exponent;
+      if (special) finite = false;
+    }
+  });
+  return finite.load();
+}
+
+template <typename Bits>
+bool finite_scan(const at::Tensor& t, Bits exponent) {
+  // Dense in some order: every element is in the storage span once.
+  if (t.is_non_overlapping_and_dense())
+    return finite_bits(static_cast<const Bits*>(t.data_ptr()), t.numel(), exponent);
+  if (t.dim() > 0 && t.stride(-1) == 1 && t.numel() > 0) return finite_rows(t, exponent);
+  return at::isfinite(t).all().item<bool>();
+}
+
 bool all_finite(const at::Tensor& t) {
   if (!t.is_floating_point()) return true;
-  if (t.device().type() != c10::DeviceType::CPU || !t.is_non_overlapping_and_dense())
-    return at::isfinite(t).all().item<bool>();
-  // Dense in some order: every element is in the storage span once.
+  if (t.device().type() != c10::DeviceType::CPU) return at::isfinite(t).all().item<bool>();
   switch (t.scalar_type()) {
     case c10::ScalarType::Float:
-      return finite_bits(static_cast<const uint32_t*>(t.data_ptr()), t.numel(), 0x7f800000u);
+      return finite_scan<uint32_t>(t, 0x7f800000u);
     case c10::ScalarType::BFloat16:
-      return finite_bits(static_cast<const uint16_t*>(t.data_ptr()), t.numel(),
-                         static_cast<uint16_t>(0x7f80));
+      return finite_scan<uint16_t>(t, 0x7f80);
     case c10::ScalarType::Half:
-      return finite_bits(static_cast<const uint16_t*>(t.data_ptr()), t.numel(),
-                         static_cast<uint16_t>(0x7c00));
+      return finite_scan<uint16_t>(t, 0x7c00);
     case c10::ScalarType::Double:
-      return finite_bits(static_cast<const uint64_t*>(t.data_ptr()), t.numel(),
-                         static_cast<uint64_t>(0x7ff0000000000000ull));
+      return finite_scan<uint64_t>(t, 0x7ff0000000000000ull);
     default:
       return at::isfinite(t).all().item<bool>();
   }

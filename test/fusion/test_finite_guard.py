@@ -271,6 +271,12 @@ def test_all_finite_scans_every_element(dtype: torch.dtype, special: str) -> Non
         assert not all_finite([x, y])
         assert not all_finite([y.t()])  # dense in another order
         assert all_finite([y[:, ::2]]) == (where[1] % 2 == 1)  # not dense: ATen's check
+        # Rows of a slice (a split's piece), each contiguous: only the slice's elements.
+        assert all_finite([y[:, 1:]]) == (where[1] == 0)
+        column = where[1]
+        inside = column < 70000 and column // 10000 >= 1 and column % 10000 >= 2
+        assert all_finite([y[:, :70000].view(3, 7, 10000)[:, 1:, 2:].unsqueeze(0)]) == (
+            not inside)
     assert all_finite([x.new_empty(0), torch.tensor([1, 2])])
 
 
