@@ -153,16 +153,6 @@ Layout input_layout(const at::Tensor& t) {
   return layout_of(t.sizes(), t.strides());
 }
 
-Dims unit_dims_outermost(c10::IntArrayRef sizes, const Dims& strides) {
-  int64_t span = 1;
-  for (size_t d = 0; d < sizes.size(); ++d)
-    if (sizes[d] > 1) span = std::max(span, sizes[d] * strides[d]);
-  Dims result = strides;
-  for (size_t d = 0; d < sizes.size(); ++d)
-    if (sizes[d] == 1) result[d] = span;
-  return result;
-}
-
 Dims canonical_strides(const at::Tensor& t) {
   if (t.is_contiguous()) {
     auto s = c10::contiguous_strides(t.sizes());

@@ -45,12 +45,6 @@ bool same_stride_order(c10::IntArrayRef sizes, c10::IntArrayRef strides,
 // The strides of a dense tensor of `sizes` in dim `order`.
 Dims dense_strides(const Dims& sizes, const Dims& order);
 
-// The strides with each size-1 dim's set past every other dim's extent. Any stride
-// addresses a size-1 dim's one element, but oneDNN 3.12 orders dims by stride: a
-// matmul operand of (1, 4, 3, 4) with strides (4, 4, 16, 1), the leading 1 tied with
-// the heads' stride, gave results off by up to 15 (1e38 at stride 1; right at 48).
-Dims unit_dims_outermost(c10::IntArrayRef sizes, const Dims& strides);
-
 // Channels-last as torch's memory formats say it (4-d and 5-d).
 bool channels_last(const at::Tensor& t);
 // (N, C, W) with W's stride C and C's 1: the layout oneDNN writes a 1-d

@@ -138,7 +138,7 @@ class Kernel : public GroupBase {
       given.push_back(other ? t.strides().vec() : Dims{});
       if (other && (matmul_only_[i] || (conv_src_only_[i] && channels_last_1d(t)))) {
         inputs.push_back(t);
-        strides.push_back(unit_dims_outermost(t.sizes(), given.back()));
+        strides.push_back(given.back());
       } else {
         inputs.push_back(bindable(t));
         strides.push_back(canonical_strides(inputs.back()));
@@ -572,8 +572,7 @@ std::optional<std::vector<double>> time_partition(const std::string& text,
     auto property = desc.tensors.at(desc.inputs[i]).constant
                         ? LogicalTensor::property_type::constant
                         : LogicalTensor::property_type::variable;
-    in_lts.emplace_back(desc.inputs[i], *dtype, t.sizes().vec(),
-                        unit_dims_outermost(t.sizes(), t.strides().vec()), property);
+    in_lts.emplace_back(desc.inputs[i], *dtype, t.sizes().vec(), t.strides().vec(), property);
   }
   for (auto id : desc.outputs) {
     const auto& d = desc.tensors.at(id);
