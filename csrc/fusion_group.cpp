@@ -54,6 +54,15 @@ bool guard_holds(const std::vector<int64_t>& guarded, const std::vector<c10::Typ
   return true;
 }
 
+// Whether any of the n values holds NaN or inf (all exponent bits set): a loop
+// without branches, which the compiler vectorizes.
+template <typename Bits>
+bool any_special(const Bits* data, int64_t n, Bits exponent) {
+  bool special = false;
+  for (int64_t i = 0; i < n; ++i) special |= (data[i] & exponent) == exponent;
+  return special;
+}
+
 // Whether every element of `t` is finite: a scan of the exponent bits,
 // parallel over chunks, that stops at the first chunk holding NaN or inf.
 template <typename Bits>
@@ -61,12 +70,9 @@ bool finite_bits(const Bits* data, int64_t n, Bits exponent) {
   std::atomic<bool> finite{true};
   at::parallel_for(0, n, 1 << 16, [&](int64_t begin, int64_t end) {
     for (int64_t start = begin; start < end && finite.load(std::memory_order_relaxed);
-         start += 1 << 14) {
-      bool special = false;
-      for (int64_t i = start, stop = std::min(end, start + (1 << 14)); i < stop; ++i)
-        special |= (data[i] & exponent) == exponent;
-      if (special) finite = false;
-    }
+         start += 1 << 14)
+      if (any_special(data + start, std::min(end - start, int64_t{1} << 14), exponent))
+        finite = false;
   });
   return finite.load();
 }
@@ -89,10 +95,7 @@ bool finite_rows(const at::Tensor& t, Bits exponent) {
         offset += (rest % sizes[d]) * strides[d];
         rest /= sizes[d];
       }
-      bool special = false;
-      for (const Bits *p = base + offset, *stop = p + row; p < stop; ++p)
-        special |= (*p & exponent) == exponent;
-      if (special) finite = false;
+      if (any_special(base + offset, row, exponent)) finite = false;
     }
   });
   return finite.load();
