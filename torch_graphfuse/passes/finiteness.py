@@ -222,13 +222,11 @@ def analyze(graph: torch._C.Graph) -> Facts:
         return {}
     alias_db = graph.alias_db() if written else None
 
-    def untouched(v: torch._C.Value) -> bool:
-        return alias_db is None or not any(alias_db.may_contain_alias(v, w) for w in written)
+    def untouched(v: torch._C.Value, writes: list[torch._C.Value] = written) -> bool:
+        return alias_db is None or not any(alias_db.may_contain_alias(v, w) for w in writes)
 
+    # What a graph input could share: none of the tensors the graph allocates.
     outside = [w for w in written if not _allocated_here(w)]
-
-    def untouched_input(v: torch._C.Value) -> bool:
-        return alias_db is None or not any(alias_db.may_contain_alias(v, w) for w in outside)
 
     facts: Facts = {}
     for offset, v in enumerate(graph.inputs()):
@@ -239,7 +237,7 @@ def analyze(graph: torch._C.Graph) -> Facts:
         # guard's check passes a tensor of any other dtype.
         elif (isinstance(v.type(), torch._C.TensorType)
               and (v.type().dtype() is None or v.type().dtype() in _FLOATING)
-              and untouched_input(v)):
+              and untouched(v, outside)):
             facts[v.unique()] = frozenset({offset})
     for node in all_nodes(graph.block()):
         if node.kind() == "prim::Constant":

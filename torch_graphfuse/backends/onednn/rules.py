@@ -18,6 +18,7 @@ it, and the report gives that rule's reason. The rules:
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,7 +62,7 @@ class Candidate:
                     found.setdefault(v.unique(), v)
         return list(found.values())
 
-    @property
+    @functools.cached_property
     def read_as(self) -> dict[int, torch._C.Value]:
         """Per input tensor its nodes read only through one value that the mapping made an
         alias of it (`attention(...).reshape(...).contiguous()`, the contiguous computing
