@@ -3,8 +3,8 @@ profiled graph while fusion is enabled:
 
     mutation_removal -> reference_quantization -> quantized_weights -> split_dequantize
       -> decompose -> rms_norm
-      -> prepare_binary -> scalar_before_transpose -> defer_size_check -> addend_through_views
-      -> fold_constant_addends -> linear_leading_views -> shape_arguments
+      -> prepare_binary -> attention_masks -> scalar_before_transpose -> defer_size_check
+      -> addend_through_views -> fold_constant_addends -> linear_leading_views -> shape_arguments
       -> alias_casts
       -> finiteness -> integer_data
       -> per block, each registered backend's partitioner -> rewrite -> rms_norm unfold
@@ -34,6 +34,7 @@ from .fusion import finite_guard, rewrite, type_guard
 from .passes import (
     addend_through_views,
     alias_casts,
+    attention_masks,
     decompose,
     defer_size_check,
     finiteness,
@@ -117,6 +118,7 @@ def _run_passes(graph: torch._C.Graph, respecializing: bool = False) -> None:
     log.logged_pass("decompose", graph, lambda: decompose.run(graph))
     log.logged_pass("rms_norm", graph, lambda: rms_norm.run(graph))
     log.logged_pass("prepare_binary", graph, lambda: prepare_binary.run(graph))
+    log.logged_pass("attention_masks", graph, lambda: attention_masks.run(graph))
     log.logged_pass("scalar_before_transpose", graph,
                     lambda: scalar_before_transpose.run(graph))
     log.logged_pass("defer_size_check", graph, lambda: defer_size_check.run(graph))

@@ -204,6 +204,9 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: workarounds.attention_reshaped_to_5d(c.ops, c.backend),
      "attention with a reshape to 5 dims (oneDNN 3.12's attention kernel crashes compiling "
      "it, taking it for a grouped-query reshape)"),
+    (lambda c: workarounds.attention_mask_operand(c.ops, c.backend),
+     "attention with a mask of another rank than the scores, or a bool mask broadcast "
+     "over queries or keys (oneDNN 3.12's attention kernel reads it wrongly)"),
     (lambda c: workarounds.layer_norm_sum(c.ops, c.backend) is SizeVerdict.REFUSE,
      "a layer_norm's result added to a tensor of its shape (oneDNN 3.12's layer-norm kernel "
      "drops that sum)"),

@@ -150,6 +150,47 @@ def attention_reshaped_to_5d(ops: list[BackendOp], backend: BackendGraph) -> boo
                for op in ops)
 
 
+def attention_mask_operand(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether an attention partition (a SoftMax whose result a MatMul reads) adds to the
+    scores, or selects them by, an operand that oneDNN 3.12's attention kernel reads
+    wrongly. Swept on AVX2 (`sdp_decomp_kernel_t`) at 40-256 tokens, 1-16 heads, batch
+    1-4, with more than one (batch x head) slice:
+    - an operand of another rank than the scores, unless of one element: a (heads, N, N)
+      bias as timm's attention biases are (tiny_vit, efficientformerv2, LeViT), or
+      (heads, 1, N), 0.9-1.4 off relative to the result (ranks 1 and 2 came out right on
+      that kernel; the same values at rank 4 are right on every one);
+    - a bool mask that broadcasts over the queries or the keys ((B, 1, 1, N), (1, N),
+      (B, 1, N, 1)): 2.5-8.6 off with every key visible, where (B, 1, N, N) is right.
+    passes/attention_masks gives the masks it finds the form the kernel reads right: this
+    finds any form left."""
+    read_by_matmul = {t for op in ops if op.kind == "MatMul" for t in op.inputs}
+    made_by = {t: op for op in ops for t in op.outputs}
+
+    def sizes(t: int) -> list[int]:
+        return backend.tensors[t].sizes or []
+
+    for softmax in ops:
+        if softmax.kind != "SoftMax" or softmax.outputs[0] not in read_by_matmul:
+            continue
+        t = softmax.inputs[0]
+        while (op := made_by.get(t)) is not None and op.kind in _BINARY_OPS | {"Select"}:
+            result = sizes(op.outputs[0])
+            for i, operand in enumerate(op.inputs):
+                if operand in made_by:
+                    continue
+                given = sizes(operand)
+                if math.prod(given) > 1 and len(given) != len(result):
+                    return True
+                padded = [1] * (len(result) - len(given)) + given
+                if op.kind == "Select" and i == 0 and padded[-2:] != result[-2:]:
+                    return True
+            internal = [i for i in op.inputs if i in made_by]
+            if len(internal) != 1:
+                break
+            t = internal[0]
+    return False
+
+
 # The most tokens (rows and columns of the scores) at which oneDNN 3.12's attention kernel
 # was measured slower than ATen running the same ops.
 SHORT_ATTENTION_TOKENS = 112
