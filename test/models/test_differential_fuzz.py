@@ -1,8 +1,9 @@
 """Differential fuzzing: random module DAGs run fused and eager must agree.
 
 A fixed-seed slice of torch_graphfuse.testing.fuzz's generator runs in the normal
-test suite, and a smaller one of its quantized mode (PT2E int8 programs);
-`GRAPHFUSE_FUZZ_EXAMPLES=N` and `GRAPHFUSE_FUZZ_QUANTIZED_EXAMPLES=N` raise the
+test suite, and smaller ones of its quantized mode (PT2E int8 programs) and of graphs
+that start with multi-head attention; `GRAPHFUSE_FUZZ_EXAMPLES=N`,
+`GRAPHFUSE_FUZZ_QUANTIZED_EXAMPLES=N` and `GRAPHFUSE_FUZZ_ATTENTION_EXAMPLES=N` raise the
 number of graphs per dtype (the CLI, `python -m torch_graphfuse.testing.fuzz
 [--quantized]`, is the long mode). A failure
 reports the program as Python, its inputs and what differed, as drawn and as
@@ -28,6 +29,7 @@ from torch_graphfuse.testing import fuzz
 
 EXAMPLES = int(os.environ.get("GRAPHFUSE_FUZZ_EXAMPLES", "800"))
 QUANTIZED_EXAMPLES = int(os.environ.get("GRAPHFUSE_FUZZ_QUANTIZED_EXAMPLES", "60"))
+ATTENTION_EXAMPLES = int(os.environ.get("GRAPHFUSE_FUZZ_ATTENTION_EXAMPLES", "80"))
 # Seeds by default: hypothesis shrinks a seed in a few steps (what it reports is
 # then reduced by the fuzzer's minimizer); its shrink phase also keeps it looking
 # for other kinds of failure after the first.
@@ -51,6 +53,17 @@ MISMATCH = {cause: type(f"Fused{cause.title()}Mismatch", (FusedMismatch,), {})
 @given(data=st.data())
 def test_fused_matches_eager(dtype: str, data: st.DataObject) -> None:
     check_drawn(data.draw(fuzz.cases(dtype, structural=SHRINK), label="case"))
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@settings(derandomize=True, max_examples=ATTENTION_EXAMPLES, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_fused_attention_blocks_match_eager(dtype: str, data: st.DataObject) -> None:
+    """Graphs that start with multi-head attention: every mask and bias form, GQA, causal,
+    the softmax in fp32 under autocast (the CLI's --anchor attention)."""
+    check_drawn(data.draw(fuzz.cases(dtype, structural=SHRINK, anchor="attention"),
+                          label="case"))
 
 
 @settings(derandomize=True, max_examples=QUANTIZED_EXAMPLES, deadline=None, database=None,
@@ -102,10 +115,12 @@ def test_generator_covers_every_readme_op() -> None:
 
 def test_generator_emits_every_kind() -> None:
     seen: set[str] = set()
-    for i in range(360):  # the last 60 in quantized mode
-        quantized = i >= 300
+    for i in range(420):  # then 60 in quantized mode, and 60 starting with attention
+        quantized = 300 <= i < 360
+        anchor = "attention" if i >= 360 else None
         dtype = "fp32" if quantized else ("fp32", "bf16")[i % 2]
-        case = fuzz.generate(fuzz.RandomChooser(f"coverage:{i}"), dtype, quantized=quantized)
+        case = fuzz.generate(fuzz.RandomChooser(f"coverage:{i}"), dtype, quantized=quantized,
+                             anchor=anchor)
         seen |= {op.kind for op in case.ops}
         assert fuzz.still_valid(case), fuzz.describe(case)
     assert set(fuzz.KINDS) - seen == set()

@@ -34,12 +34,15 @@ Long mode (the CLI; failures minimized and printed with a reproducer):
 
     python -m torch_graphfuse.testing.fuzz --graphs 5000 --seed 0 --dtype both
     python -m torch_graphfuse.testing.fuzz --graphs 1500 --seed 1 --quantized
+    python -m torch_graphfuse.testing.fuzz --graphs 2000 --seed 2 --anchor attention
+
+(`--anchor attention` starts every graph with a multi-head attention block.)
 
 The modules: `spec` (the case, the choosers), `ops` (op kinds, rendering),
 `program` (the case as an nn.Module), `inputs`, `evaluate` (eager metas,
 conditioning), `quantized` (quantized mode's error bounds), `builder`,
-`propose_layers`, `propose_pointwise` and `propose_quantized` (the
-generator's proposers), `generate`, `compare`, `execute` (compile, run,
+`propose_layers`, `propose_attention`, `propose_pointwise` and
+`propose_quantized` (the generator's proposers), `generate`, `compare`, `execute` (compile, run,
 verdict), `describe`, `minimize`, `longrun` and `summary` (long mode's workers
 and report), `__main__` (the CLI).
 """
@@ -70,7 +73,7 @@ from torch_graphfuse.testing.fuzz.execute import (
     reference,
     run_compiled,
 )
-from torch_graphfuse.testing.fuzz.generate import cases, generate
+from torch_graphfuse.testing.fuzz.generate import FOCUSED_ANCHORS, cases, generate
 from torch_graphfuse.testing.fuzz.inputs import make_inputs
 from torch_graphfuse.testing.fuzz.minimize import minimize, simpler, still_valid
 from torch_graphfuse.testing.fuzz.ops import KINDS, UNSUPPORTED
@@ -85,7 +88,8 @@ from torch_graphfuse.testing.fuzz.spec import (
 )
 
 __all__ = [
-    "CALLS", "CAUSES", "KINDS", "UNSUPPORTED", "Case", "Chooser", "DrawChooser", "Evaluator",
+    "CALLS", "CAUSES", "FOCUSED_ANCHORS", "KINDS", "UNSUPPORTED", "Case", "Chooser",
+    "DrawChooser", "Evaluator",
     "Input", "Meta", "Op", "Outcome", "Problem", "Program", "RandomChooser", "Reference",
     "Result", "admissible", "build_program", "cases", "check", "check_case", "compare_call",
     "compare_tensor", "compile_program", "describe", "generate", "make_inputs", "minimize",

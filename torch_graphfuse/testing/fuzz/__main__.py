@@ -23,7 +23,7 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
     indices = [args.index] if args.index is not None else \
         range(args.start, args.start + args.graphs)
     return [Task(i, dtypes[i % len(dtypes)], args.seed, backend=args.backend,
-                 quantized=args.quantized) for i in indices]
+                 quantized=args.quantized, anchor=args.anchor) for i in indices]
 
 
 def _single(task: Task) -> int:
@@ -55,6 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--backend", choices=["onednn", "cudnn"], default="onednn",
                     help="cudnn: the cuDNN partitioner and lowering, run on CPU by the IR's "
                          "reference interpreter")
+    ap.add_argument("--anchor", choices=sorted(fuzz.FOCUSED_ANCHORS),
+                    help="start every graph with this block (attention: multi-head attention "
+                         "with every mask form)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     ap.add_argument("--start", type=int, default=0, help="first graph index")
     ap.add_argument("--index", type=int, help="run one graph here and print it")
@@ -68,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.index is not None:
         return _single(_tasks(args)[0])
     tasks = _tasks(args)
-    summary = Summary(args.seed)
+    summary = Summary(args.seed, args.anchor)
     pool = Pool(args.jobs, args.timeout, args.recycle)
     every = max(1, min(50, len(tasks) // 20))
 
@@ -81,19 +84,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(summary.progress(len(tasks)), flush=True)
     try:
         pool.run(tasks, on_report)
-        minimized = _minimize_some(pool, summary, args.minimize, args.backend)
+        minimized = _minimize_some(pool, summary, args.minimize, args.backend, args.anchor)
     finally:
         pool.close()
     print(summary.render(minimized))
     return 1 if summary.count("plugin") else 0
 
 
-def _minimize_some(pool: Pool, summary: Summary, per_cause: int,
-                   backend: str) -> dict[tuple[str, int], str]:
+def _minimize_some(pool: Pool, summary: Summary, per_cause: int, backend: str,
+                   anchor: str | None) -> dict[tuple[str, int], str]:
     """Minimize the first `per_cause` failures of each cause (not crashes: each
     candidate would take a worker down)."""
     tasks = [Task(r.index, "fp32" if r.dtype == "int8" else r.dtype, summary.seed, cause,
-                  backend, quantized=r.dtype == "int8")
+                  backend, quantized=r.dtype == "int8", anchor=anchor)
              for cause, group in summary.failures().items()
              for r in [r for r in group if not r.crashed][:per_cause]]
     found: dict[tuple[str, int], str] = {}

@@ -28,9 +28,9 @@ class Gen:
     """Builds a case op by op, running each candidate on the concrete inputs at
     both shapes and keeping it only if eager accepts it and it is admissible."""
 
-    def __init__(self, c: Chooser, dtype: str) -> None:
+    def __init__(self, c: Chooser, dtype: str, family: str | None = None) -> None:
         self.c, self.dtype = c, dtype
-        self.inputs = gen_inputs(c)
+        self.inputs = gen_inputs(c, family)
         self.data_seed = c.integer(0, 1 << 16)
         self.ops: list[Op] = []
         self._restart()

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from torch_graphfuse.testing.fuzz.builder import Gen
+from torch_graphfuse.testing.fuzz.propose_attention import p_attention_block
 from torch_graphfuse.testing.fuzz.propose_layers import (
     p_addmm,
     p_attention,
@@ -65,7 +66,8 @@ from torch_graphfuse.testing.runner import precision
 
 PROPOSERS: list[tuple[Callable[[Gen], int | None], int]] = [
     (p_unary, 16), (p_binary, 14), (p_conv, 9), (p_linear, 5), (p_matmul, 4), (p_addmm, 2),
-    (p_attention, 1), (p_batch_norm, 3), (p_layer_norm, 3), (p_rms_norm, 2), (p_group_norm, 2),
+    (p_attention, 1), (p_attention_block, 2), (p_batch_norm, 3), (p_layer_norm, 3),
+    (p_rms_norm, 2), (p_group_norm, 2),
     (p_diamond, 2), (p_pool, 5),
     (p_mean, 3), (p_cat, 3), (p_softmax, 3), (p_shape, 8), (p_identity, 3), (p_cast, 3),
     (p_inplace, 7), (p_unsupported, 4), (p_positions, 3),
@@ -91,7 +93,8 @@ def _outputs(g: Gen) -> list[int]:
 
 
 ANCHORS: list[tuple[Callable[[Gen], int | None], int]] = [
-    (p_conv, 5), (p_linear, 3), (p_matmul, 2), (p_addmm, 1), (p_attention, 1), (p_pool, 2),
+    (p_conv, 5), (p_linear, 3), (p_matmul, 2), (p_addmm, 1), (p_attention, 1),
+    (p_attention_block, 2), (p_pool, 2),
     (p_batch_norm, 1), (p_layer_norm, 1), (p_rms_norm, 1), (p_diamond, 2), (p_binary, 3),
 ]
 
@@ -101,27 +104,39 @@ ANCHORS: list[tuple[Callable[[Gen], int | None], int]] = [
 Q_PROPOSERS: list[tuple[Callable[[Gen], int | None], int]] = [
     (p_qlayer, 12), (p_qmatmul, 3), (p_qadd, 3), (p_requantize, 3), (p_unary, 4), (p_binary, 3),
     (p_pool, 3), (p_shape, 3), (p_mean, 1), (p_cat, 1), (p_conv, 2), (p_linear, 1),
+    (p_attention_block, 1),
 ]
 Q_ANCHORS: list[tuple[Callable[[Gen], int | None], int]] = [
     (p_qlayer, 6), (p_qmatmul, 1), (p_qadd, 1),
 ]
 
 
+# The blocks a run can start every graph with (the CLI's --anchor), and the family of
+# input shapes they take (inputs.FAMILIES).
+FOCUSED_ANCHORS: dict[str, tuple[Callable[[Gen], int | None], str]] = {
+    "attention": (p_attention_block, "seq")}
+
+
 def generate(c: Chooser, dtype: str = "fp32", max_steps: int = 10,
-             quantized: bool = False) -> Case:
+             quantized: bool = False, anchor: str | None = None) -> Case:
     """A random valid case (a program with at least one op, on input-dependent outputs).
-    It starts with an op that fusion groups form around more often than not.
+    It starts with an op that fusion groups form around more often than not, or with
+    the block `anchor` names (FOCUSED_ANCHORS) where it fits the inputs.
     quantized (fp32 only): in PT2E's form (propose_quantized), ending on a
     quantized grid about half the time."""
     if quantized and dtype != "fp32":
         raise ValueError("quantized mode is fp32")
     anchors, proposers = (Q_ANCHORS, Q_PROPOSERS) if quantized else (ANCHORS, PROPOSERS)
+    family = None
+    if anchor is not None:
+        proposer, family = FOCUSED_ANCHORS[anchor]
+        anchors = [(proposer, 1)]
     with torch.no_grad(), precision(dtype), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        g = Gen(c, dtype)
+        g = Gen(c, dtype, family)
         for step in range(c.integer(1, max_steps)):
-            table = anchors if step == 0 and chance(c, 0.6 if not quantized else 0.8) \
-                else proposers
+            first = anchor is not None or chance(c, 0.6 if not quantized else 0.8)
+            table = anchors if step == 0 and first else proposers
             for _attempt in range(4):
                 if weighted(c, table)(g) is not None:
                     break
@@ -134,18 +149,18 @@ def generate(c: Chooser, dtype: str = "fp32", max_steps: int = 10,
 
 
 def cases(dtype: str, structural: bool = False, max_steps: int = 10,
-          quantized: bool = False) -> Any:
+          quantized: bool = False, anchor: str | None = None) -> Any:
     """A hypothesis strategy over the same generator: by default a drawn seed for
     the CLI's chooser (the CLI's mix of graphs); structural, every choice is
     drawn, so that hypothesis shrinks the program itself (its bias toward small
     draws makes smaller graphs that fuse less often)."""
     from hypothesis import strategies as st
 
-    mode = "int8" if quantized else dtype
+    mode = ("int8" if quantized else dtype) + (f":{anchor}" if anchor else "")
 
     @st.composite  # hypothesis prints what a composite returns: the Case
     def strategy(draw: Callable[[Any], Any]) -> Case:
         c: Chooser = DrawChooser(draw) if structural else \
             RandomChooser(f"hypothesis:{draw(st.integers(0, 2**32 - 1))}:{mode}")
-        return generate(c, dtype, max_steps, quantized)
+        return generate(c, dtype, max_steps, quantized, anchor)
     return strategy()

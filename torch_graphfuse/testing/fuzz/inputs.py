@@ -70,9 +70,13 @@ def describe_input(spec: Input) -> str:
     return text
 
 
-def _main_shape(c: Chooser) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
-    family = weighted(c, [("image", 6), ("seq", 3), ("flat", 2), ("volume", 1), ("vector", 1),
-                          ("any", 2)])
+FAMILIES = ("image", "seq", "flat", "volume", "vector", "any")
+
+
+def _main_shape(c: Chooser, family: str | None = None
+                ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    family = family or weighted(c, [("image", 6), ("seq", 3), ("flat", 2), ("volume", 1),
+                                    ("vector", 1), ("any", 2)])
     n = c.integer(1, 3)
     if family == "image":
         shape = (n, choice(c, [3, 1, 2, 4, 6, 8]), c.integer(1, 9), c.integer(1, 9))
@@ -124,8 +128,9 @@ def _layout(c: Chooser, rank: int) -> str:
     return weighted(c, options)
 
 
-def gen_inputs(c: Chooser) -> list[Input]:
-    shape, shape2 = _main_shape(c)
+def gen_inputs(c: Chooser, family: str | None = None) -> list[Input]:
+    """The inputs: a main one, of `family`'s shapes (FAMILIES) or any, and variants."""
+    shape, shape2 = _main_shape(c, family)
     shapes = [(shape, shape2)]
     for _ in range(weighted(c, [(0, 5), (1, 4), (2, 1)])):
         shapes.append(_variant(c, shape, shape2))

@@ -33,6 +33,7 @@ class Task:
     minimize_cause: str = ""
     backend: str = "onednn"  # or "cudnn": its partitioner and lowering, simulated on CPU
     quantized: bool = False  # PT2E int8 programs (fp32)
+    anchor: str | None = None  # every graph starts with this block (generate.FOCUSED_ANCHORS)
 
     @property
     def mode(self) -> str:
@@ -60,12 +61,14 @@ class Report:
 
 
 def case_for(task: Task) -> Case:
-    return generate(RandomChooser(f"{task.seed}:{task.index}:{task.mode}"), task.dtype,
-                    quantized=task.quantized)
+    seed = f"{task.seed}:{task.index}:{task.mode}" + (f":{task.anchor}" if task.anchor else "")
+    return generate(RandomChooser(seed), task.dtype, quantized=task.quantized,
+                    anchor=task.anchor)
 
 
-def rerun_flags(mode: str) -> str:
-    return "--quantized" if mode == "int8" else f"--dtype {mode}"
+def rerun_flags(task: Task) -> str:
+    flags = "--quantized" if task.mode == "int8" else f"--dtype {task.mode}"
+    return flags + (f" --anchor {task.anchor}" if task.anchor else "")
 
 
 def backend(name: str) -> contextlib.AbstractContextManager[None]:
@@ -168,7 +171,7 @@ class Pool:
         return Report(task.index, task.mode, "plugin", cause="exception",
                       problems=[f"[exception] process: {why}"], crashed=True,
                       text=f"# {why}\n# rerun: python -m torch_graphfuse.testing.fuzz "
-                           f"--seed {task.seed} --index {task.index} {rerun_flags(task.mode)}")
+                           f"--seed {task.seed} --index {task.index} {rerun_flags(task)}")
 
     def close(self) -> None:
         for s in self.slots:

@@ -8,6 +8,7 @@ comparison share one table.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -32,6 +33,8 @@ _DTYPE_NAMES = {torch.bfloat16: "torch.bfloat16", torch.float32: "torch.float32"
 
 
 def _lit(v: object) -> str:
+    if isinstance(v, float) and math.isinf(v):
+        return f"float('{v}')"
     return _DTYPE_NAMES[v] if isinstance(v, torch.dtype) else repr(v)
 
 
@@ -68,6 +71,41 @@ _kind("sdpa", "F.scaled_dot_product_attention({0}, {1}, {2}, scale={scale})",
       aten=["scaled_dot_product_attention"])
 _kind("sdpa_masked", "F.scaled_dot_product_attention({0}, {1}, {2}, attn_mask={3}, scale={scale})",
       aten=["scaled_dot_product_attention"])
+# Attention blocks (propose_attention): every mask form models pass F.scaled_dot_product_attention,
+# grouped-query heads repeated as Llama repeats them, masks built from the input at run time as
+# Hugging Face builds them from its attention mask, a causal mask from sizes, and the softmax
+# computed in fp32 under autocast.
+_kind("sdpa_gqa", "F.scaled_dot_product_attention({0}, {1}, {2}, scale={scale}, enable_gqa=True)",
+      aten=["scaled_dot_product_attention"])
+_kind("sdpa_causal", "F.scaled_dot_product_attention({0}, {1}, {2}, is_causal=True, scale={scale})",
+      aten=["scaled_dot_product_attention"])
+_kind("repeat_kv", "{0}[:, :, None].expand(-1, -1, {repeat}, -1, -1)"
+      ".reshape({0}.shape[0], -1, {0}.shape[2], {0}.shape[3])",
+      aten=["slice", "unsqueeze", "expand", "reshape"], exact=True)
+
+
+def _bool_mask(op: Op, table: str) -> str:
+    """A bool mask (True keeps a key) from a float tensor: a constant table's signs, or the
+    keys whose activations average above a threshold ((batch, tokens, width) -> (batch,
+    1, 1, tokens), Hugging Face's padding mask). It is no value of its own: the evaluator
+    keeps floating values only."""
+    if op.attrs["keys"]:
+        return f"({table}.mean(-1) > {_lit(op.attrs['threshold'])})[:, None, None, :]"
+    return f"({table} > {_lit(op.attrs['threshold'])})"
+
+
+_kind("sdpa_bool", lambda op, a, _: f"F.scaled_dot_product_attention({a[0]}, {a[1]}, {a[2]}, "
+      f"attn_mask={_bool_mask(op, a[3])}, scale={_lit(op.attrs['scale'])})",
+      aten=["gt", "mean", "slice", "unsqueeze", "scaled_dot_product_attention"])
+_kind("masked_fill", lambda op, a, _: f"{a[0]}.masked_fill(~{_bool_mask(op, a[1])}, "
+      f"{_lit(op.attrs['fill'])})", aten=["gt", "mean", "slice", "unsqueeze", "bitwise_not",
+                                      "masked_fill"])
+_kind("key_bias", "(1.0 - ({0}.mean(-1) > {threshold}).to({0}.dtype))[:, None, None, :] * {fill}",
+      aten=["mean", "gt", "to", "rsub", "slice", "unsqueeze", "mul"])
+_kind("add_causal", "{0} + torch.full(({0}.size(-2), {0}.size(-1)), {fill}, dtype={0}.dtype)"
+      ".triu(1)", aten=["size", "full", "triu", "add"])
+_kind("softmax_f32", "torch.softmax({0}, -1, dtype=torch.float32).to({1}.dtype)",
+      aten=["softmax", "to"])
 _kind("floor_divide", "torch.floor_divide({0}, {divisor})", exact=True)
 # T5's relative-position buckets: integers made float, log, scaled, back to integers. The
 # float value is a whole number at distances 8, 24, 56 and 120, where a log rounded

@@ -11,8 +11,9 @@ from torch_graphfuse.testing.fuzz.longrun import Report
 
 
 class Summary:
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, anchor: str | None = None) -> None:
         self.seed = seed
+        self.anchor = anchor
         self.reports: list[Report] = []
         self.start = time.monotonic()
 
@@ -73,6 +74,7 @@ class Summary:
     def _render_cause(self, cause: str, group: list[Report],
                       minimized: dict[tuple[str, int], str]) -> list[str]:
         flags = "--quantized" if group[0].dtype == "int8" else "--dtype DTYPE"
+        flags += f" --anchor {self.anchor}" if self.anchor else ""
         out = ["", "-" * 78, f"{CAUSE_TITLES[cause]}: {len(group)} graphs: "
                + " ".join(f"{r.dtype}:{r.index}" for r in group),
                f"(one in detail: python -m torch_graphfuse.testing.fuzz --seed {self.seed} "
