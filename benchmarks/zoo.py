@@ -5,8 +5,11 @@ reasons the rest stayed with ATen, and latency. Writes the Zoo section of RESULT
 of the file is bench.py's) and zoo.png.
 
     python benchmarks/zoo.py [--models hf/bert,timm/resnet50] [--dtypes fp32,bf16]
-                             [--rounds N] [--small] [--out benchmarks]
+                             [--rounds N] [--small] [--wider] [--out benchmarks]
                              [--limit SECONDS] [--build-limit SECONDS]
+
+--wider runs the wider list instead (torch_graphfuse.testing.wider_zoo: 87 more architectures,
+run outside CI) and writes RESULTS_wider.md and wider.png; --models may name models of both.
 
 --small runs the zoo's small configurations (the test slice's), for a quick look. A peer whose
 build takes over --build-limit seconds (inductor on Hugging Face's Swin) shows as `stopped` in
@@ -26,15 +29,17 @@ from harness.cli import comma_list, zoo_models
 from harness.cpu.zoo_runs import ZooRun, plot, run_in_child, section, write_section, zoo_child
 from harness.text import progress
 
-from torch_graphfuse.testing import zoo
+from torch_graphfuse.testing import wider_zoo, zoo
 
 
 def main(argv: Sequence[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(zoo.MODELS), help="zoo names")
+    parser.add_argument("--models", help="zoo names (default: the whole zoo, or wider list)")
     parser.add_argument("--dtypes", default="fp32", help="fp32,bf16")
     parser.add_argument("--rounds", type=int, default=10, help="measured rounds per model")
     parser.add_argument("--small", action="store_true", help="the small configurations")
+    parser.add_argument("--wider", action="store_true",
+                        help="the wider list: RESULTS_wider.md and wider.png")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
     parser.add_argument("--limit", type=float, default=1200.0,
                         help="seconds per model and dtype (its own process) before it is stopped")
@@ -42,7 +47,7 @@ def main(argv: Sequence[str]) -> None:
                         help="seconds a peer's build may take before that peer is left out")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # "<model> <dtype> <json path>"
     args = parser.parse_args(argv)
-    names = zoo_models(args.models)
+    names = zoo_models(args.models or ",".join(wider_zoo.MODELS if args.wider else zoo.MODELS))
     torch._C._jit_set_autocast_mode(False)
     warnings.filterwarnings("ignore")  # the libraries' deprecation notices, per model
     if args.child:
@@ -51,6 +56,8 @@ def main(argv: Sequence[str]) -> None:
         return
     args.out.mkdir(parents=True, exist_ok=True)
     command = " ".join(["python", "benchmarks/zoo.py", *argv])
+    results, picture = ("RESULTS_wider.md", "wider.png") if args.wider else \
+        ("RESULTS.md", "zoo.png")
     runs: list[ZooRun] = []
     failures: list[str] = []
     for i, name in enumerate(names, 1):
@@ -63,10 +70,10 @@ def main(argv: Sequence[str]) -> None:
             else:
                 runs.append(run)
         # After every model, so that an interrupted run leaves what it measured.
-        write_section(args.out / "RESULTS.md", section(runs, failures, command, args.small))
+        write_section(args.out / results, section(runs, failures, command, args.small))
         if runs:
-            plot(runs, args.out / "zoo.png")
-    progress(f"wrote the Zoo section of {args.out / 'RESULTS.md'} and {args.out / 'zoo.png'}")
+            plot(runs, args.out / picture)
+    progress(f"wrote the Zoo section of {args.out / results} and {args.out / picture}")
 
 
 if __name__ == "__main__":

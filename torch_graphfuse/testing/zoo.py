@@ -86,7 +86,7 @@ def _tokens(vocab: int, small: bool, mask: bool = True) -> Inputs:
     return [ids, attention]
 
 
-def _text(model_class: str, config_class: str, small_config: dict, full_config: dict,
+def text(model_class: str, config_class: str, small_config: dict, full_config: dict,
           names: tuple[str, ...] = ("input_ids", "attention_mask"),
           decoder: bool = False) -> Callable[[bool], tuple[nn.Module, Inputs]]:
     def build(small: bool) -> tuple[nn.Module, Inputs]:
@@ -106,7 +106,7 @@ def _encoder_small(**extra: object) -> dict:
                 intermediate_size=128, vocab_size=1000, **extra)
 
 
-def _image_model(model_class: str, config_class: str, small_config: dict, full_config: dict,
+def image_model(model_class: str, config_class: str, small_config: dict, full_config: dict,
                  full_size: int = 224, small_size: int = 64,
                  channels: int = 3) -> Callable[[bool], tuple[nn.Module, Inputs]]:
     def build(small: bool) -> tuple[nn.Module, Inputs]:
@@ -151,16 +151,16 @@ def _wav2vec2(small: bool) -> tuple[nn.Module, Inputs]:
 
 
 _HF_TEXT = {
-    "bert": ("encoder", _text("BertModel", "BertConfig", _encoder_small(), {})),
-    "roberta": ("encoder", _text("RobertaModel", "RobertaConfig", _encoder_small(), {})),
-    "distilbert": ("encoder", _text("DistilBertModel", "DistilBertConfig",
+    "bert": ("encoder", text("BertModel", "BertConfig", _encoder_small(), {})),
+    "roberta": ("encoder", text("RobertaModel", "RobertaConfig", _encoder_small(), {})),
+    "distilbert": ("encoder", text("DistilBertModel", "DistilBertConfig",
                                     dict(dim=64, n_layers=2, n_heads=4, hidden_dim=128,
                                          vocab_size=1000), {})),
-    "albert": ("encoder", _text("AlbertModel", "AlbertConfig",
+    "albert": ("encoder", text("AlbertModel", "AlbertConfig",
                                 _encoder_small(embedding_size=32),
                                 dict(hidden_size=768, num_attention_heads=12,
                                      intermediate_size=3072))),  # albert-base
-    "deberta-v2": ("encoder", _text(
+    "deberta-v2": ("encoder", text(
         "DebertaV2Model", "DebertaV2Config",
         _encoder_small(relative_attention=True, pos_att_type=["p2c", "c2p"],
                        position_buckets=16, max_relative_positions=-1,
@@ -170,21 +170,21 @@ _HF_TEXT = {
              intermediate_size=3072, relative_attention=True, pos_att_type=["p2c", "c2p"],
              position_buckets=256, max_relative_positions=-1, position_biased_input=False,
              share_att_key=True, norm_rel_ebd="layer_norm", vocab_size=128100))),
-    "mobilebert": ("encoder", _text("MobileBertModel", "MobileBertConfig",
+    "mobilebert": ("encoder", text("MobileBertModel", "MobileBertConfig",
                                     dict(num_hidden_layers=2, vocab_size=1000), {})),
-    "gpt2": ("decoder", _text("GPT2Model", "GPT2Config",
+    "gpt2": ("decoder", text("GPT2Model", "GPT2Config",
                               dict(n_embd=64, n_layer=2, n_head=4, vocab_size=1000), {})),
-    "llama": ("decoder", _text(  # a Llama-architecture model of BERT-base's width, with GQA
+    "llama": ("decoder", text(  # a Llama-architecture model of BERT-base's width, with GQA
         "LlamaModel", "LlamaConfig",
         dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
              intermediate_size=128, vocab_size=1000),
         dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
              num_key_value_heads=4, intermediate_size=2048, vocab_size=32000))),
-    "t5": ("encoder-decoder", _text(
+    "t5": ("encoder-decoder", text(
         "T5Model", "T5Config",
         dict(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4, vocab_size=1000),
         {}, names=("input_ids", "attention_mask", "decoder_input_ids"), decoder=True)),
-    "bart": ("encoder-decoder", _text(
+    "bart": ("encoder-decoder", text(
         "BartModel", "BartConfig",
         dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
              decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
@@ -195,26 +195,26 @@ _HF_TEXT = {
 }
 
 _HF_VISION = {
-    "vit": ("vision transformer", _image_model("ViTModel", "ViTConfig", _vit_small(), {})),
-    "deit": ("vision transformer", _image_model("DeiTModel", "DeiTConfig", _vit_small(), {})),
-    "beit": ("vision transformer", _image_model("BeitModel", "BeitConfig",
+    "vit": ("vision transformer", image_model("ViTModel", "ViTConfig", _vit_small(), {})),
+    "deit": ("vision transformer", image_model("DeiTModel", "DeiTConfig", _vit_small(), {})),
+    "beit": ("vision transformer", image_model("BeitModel", "BeitConfig",
                                                 _vit_small(use_relative_position_bias=True),
                                                 dict(use_relative_position_bias=True))),
-    "dinov2": ("vision transformer", _image_model("Dinov2Model", "Dinov2Config",
+    "dinov2": ("vision transformer", image_model("Dinov2Model", "Dinov2Config",
                                                   _vit_small(patch_size=14, image_size=56),
                                                   dict(image_size=224), small_size=56)),
-    "swin": ("vision transformer (windowed)", _image_model(
+    "swin": ("vision transformer (windowed)", image_model(
         "SwinModel", "SwinConfig",
         dict(image_size=64, patch_size=4, embed_dim=32, depths=[1, 1], num_heads=[2, 4],
              window_size=4), {})),
-    "convnext": ("convnet", _image_model(
+    "convnext": ("convnet", image_model(
         "ConvNextModel", "ConvNextConfig",
         dict(depths=[1, 1, 1, 1], hidden_sizes=[16, 32, 64, 128]), {})),
-    "resnet": ("convnet", _image_model(
+    "resnet": ("convnet", image_model(
         "ResNetModel", "ResNetConfig",
         dict(depths=[1, 1, 1, 1], hidden_sizes=[32, 64, 128, 256], embedding_size=16), {})),
     # Its convolutions pad by name (padding="same"): TorchScript's `_convolution_mode`.
-    "efficientnet": ("convnet (inverted residual, squeeze-excite)", _image_model(
+    "efficientnet": ("convnet (inverted residual, squeeze-excite)", image_model(
         "EfficientNetModel", "EfficientNetConfig",
         dict(width_coefficient=0.25, depth_coefficient=0.25, image_size=64, hidden_dim=320),
         dict(width_coefficient=1.0, depth_coefficient=1.0, image_size=224,
@@ -230,7 +230,7 @@ _HF_AUDIO = {
 # ---------------------------------------------------------------- timm and torchvision
 
 
-def _timm(name: str, small: dict, small_size: int = 64, full_size: int = 224,
+def timm_model(name: str, small: dict, small_size: int = 64, full_size: int = 224,
           small_name: str | None = None) -> Callable[[bool], tuple[nn.Module, Inputs]]:
     def build(is_small: bool) -> tuple[nn.Module, Inputs]:
         import timm
@@ -261,27 +261,35 @@ def _torchvision(name: str, small_size: int = 64,
 
 
 _TIMM = {
-    "resnet50": ("convnet (residual)", _timm("resnet50", {})),
-    "resnext50_32x4d": ("convnet (grouped)", _timm("resnext50_32x4d", {})),
-    "repvgg_a2": ("convnet (re-parameterizable)", _timm("repvgg_a2", {})),
+    "resnet50": ("convnet (residual)", timm_model("resnet50", {})),
+    "resnext50_32x4d": ("convnet (grouped)", timm_model("resnext50_32x4d", {})),
+    "repvgg_a2": ("convnet (re-parameterizable)", timm_model("repvgg_a2", {})),
     "efficientnet_b0": ("convnet (inverted residual, squeeze-excite)",
-                        _timm("efficientnet_b0", {})),
+                        timm_model("efficientnet_b0", {})),
     "efficientnetv2_rw_s": ("convnet (inverted residual, squeeze-excite)",
-                            _timm("efficientnetv2_rw_s", {})),
+                            timm_model("efficientnetv2_rw_s", {})),
     "mobilenetv3_large_100": ("convnet (depthwise, squeeze-excite)",
-                              _timm("mobilenetv3_large_100", {})),
-    "regnety_016": ("convnet (grouped, squeeze-excite)", _timm("regnety_016", {})),
-    "densenet121": ("convnet (dense)", _timm("densenet121", {})),
-    "inception_v3": ("convnet (inception)", _timm("inception_v3", {}, small_size=96,
+                              timm_model("mobilenetv3_large_100", {})),
+    "regnety_016": ("convnet (grouped, squeeze-excite)", timm_model("regnety_016", {})),
+    "densenet121": ("convnet (dense)", timm_model("densenet121", {})),
+    "inception_v3": ("convnet (inception)", timm_model("inception_v3", {}, small_size=96,
                                                   full_size=299)),
-    "convnext_tiny": ("convnet", _timm("convnext_tiny", dict(depths=(1, 1, 1, 1)))),
-    "mixer_b16_224": ("mlp-mixer", _timm("mixer_b16_224", dict(img_size=64),
+    "convnext_tiny": ("convnet", timm_model("convnext_tiny", dict(depths=(1, 1, 1, 1)))),
+    "mixer_b16_224": ("mlp-mixer", timm_model("mixer_b16_224", dict(img_size=64),
                                        small_name="mixer_s16_224")),
     "vit_base_patch16_224": ("vision transformer",
-                             _timm("vit_base_patch16_224", dict(img_size=64, depth=2))),
-    "swin_tiny_patch4_window7_224": ("vision transformer (windowed)", _timm(
+                             timm_model("vit_base_patch16_224", dict(img_size=64, depth=2))),
+    "swin_tiny_patch4_window7_224": ("vision transformer (windowed)", timm_model(
         "swin_tiny_patch4_window7_224",
         dict(embed_dim=24, depths=(1, 1, 1, 1), num_heads=(1, 2, 2, 4)), small_size=224)),
+    # Attention with a learned (heads, N, N) bias, `attention_biases[:, attention_bias_idxs]`;
+    # their resolution and windows fix the token counts, so the small ones keep 224 px.
+    "tiny_vit_5m_224": ("vision transformer (windowed, attention bias)", timm_model(
+        "tiny_vit_5m_224", dict(depths=(1, 1, 1, 1)), small_size=224)),
+    "efficientformerv2_s0": ("vision transformer (hybrid, attention bias)", timm_model(
+        "efficientformerv2_s0", dict(depths=(1, 1, 2, 2)), small_size=224)),
+    "levit_128s": ("vision transformer (hybrid, attention bias)", timm_model(
+        "levit_128s", dict(depth=(1, 1, 1)), small_size=224)),
 }
 
 _TORCHVISION = {
@@ -325,12 +333,20 @@ def _vary_constant_parameters(model: nn.Module) -> None:
                 param.add_(torch.randn_like(param), alpha=0.1)
 
 
+def lookup(name: str) -> ZooModel:
+    """The zoo model `name`, or the wider list's (wider_zoo)."""
+    if name in MODELS:
+        return MODELS[name]
+    from . import wider_zoo  # it builds on this module
+    return wider_zoo.MODELS[name]
+
+
 def build(name: str, small: bool, seed: int = 0) -> tuple[nn.Module, Inputs]:
-    """The zoo model `name`, in eval mode without gradients, and its example inputs, with
-    BatchNorm statistics of their own (see _measure_batch_norms)."""
+    """The zoo model `name` (or the wider list's), in eval mode without gradients, and its
+    example inputs, with BatchNorm statistics of their own (see _measure_batch_norms)."""
     import_torchvision()  # before timm or transformers import it
     torch.manual_seed(seed)
-    model, inputs = MODELS[name].build(small)
+    model, inputs = lookup(name).build(small)
     _vary_constant_parameters(model)
     _measure_batch_norms(model, inputs)
     return model.eval().requires_grad_(False), inputs

@@ -69,7 +69,7 @@ def run_model(name: str, dtype: str, small: bool, timing: Timing, probe: StallPr
     error = zoo.relative_error(out.float(), exact)
     comparison = compare(model, inputs, FLOAT_DTYPES[dtype], PEERS, timing, probe,
                          f"{name} {dtype}", build_seconds=build_seconds)
-    return ZooRun(name, zoo.MODELS[name].family, dtype, error, eager_error, report.fused_ops,
+    return ZooRun(name, zoo.lookup(name).family, dtype, error, eager_error, report.fused_ops,
                   report.total_ops, len(runner.fusion_groups(graph)), report.top_reasons(2),
                   comparison.results)
 
