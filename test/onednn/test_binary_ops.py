@@ -270,3 +270,18 @@ def test_transposed_operand_of_a_row_major_result_is_fused(dtype: str) -> None:
     # Eager's result follows x: the input's copy is the one extra pass.
     check(AddTransposed(), [torch.randn(3, 8, 16), torch.randn(3, 16, 8)], dtype, groups=1,
           left=None)
+
+
+def test_a_number_that_overflows_the_results_dtype_stays_a_number() -> None:
+    """Hugging Face's `(1.0 - mask) * torch.finfo(torch.float32).min` on bf16: ATen keeps the
+    number in float32, so kept keys give -0.0; as a bf16 tensor it would be -inf, and 0 * -inf
+    NaN (found by the fuzzer's attention blocks)."""
+    class MaskFill(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (1.0 - (x > 0).to(x.dtype)) * torch.finfo(torch.float32).min
+
+    x = torch.randn(2, 8).bfloat16()
+    _, out, _ = fuse(MaskFill(), [x])
+    expected = eager(MaskFill(), [x])
+    assert not expected.isnan().any()
+    torch.testing.assert_close(out, expected, equal_nan=False, rtol=0, atol=0)

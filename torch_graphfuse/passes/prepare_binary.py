@@ -7,9 +7,10 @@
 - `add(x, y, alpha)` / `sub(x, y, alpha)` with alpha != 1 become
   `add(x, mul(y, alpha))`.
 - A Python-number operand becomes a constant 0-dim tensor of the result's
-  dtype, so the op maps to a oneDNN binary op with numpy broadcasting. 0-dim
-  keeps torch's type promotion in the unfused fallback: a 0-dim tensor, like a
-  number, does not promote a dimensioned operand.
+  dtype (unless the number overflows there, where ATen keeps it in float32), so
+  the op maps to a oneDNN binary op with numpy broadcasting. 0-dim keeps torch's
+  type promotion in the unfused fallback: a 0-dim tensor, like a number, does
+  not promote a dimensioned operand.
 - A tensor operand of another dtype than the result (a bf16 result of autocast
   meeting an f32 residual) is cast first by an explicit `aten::to`, as torch's
   promotion does inside the op: oneDNN may then fuse the cast into the
@@ -18,6 +19,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import torch
@@ -63,6 +65,13 @@ def _tensor_constant(graph: torch._C.Graph, node: torch._C.Node, number: numbers
         return graph.insertConstant(torch.tensor(number, dtype=dtype))
 
 
+def _representable(number: numbers.Number, dtype: torch.dtype) -> bool:
+    """Whether a finite number stays finite in `dtype`. ATen computes a bf16 tensor with a
+    number in float32, where float32's lowest (Hugging Face's mask fill) is finite: as a
+    bf16 tensor it is -inf, and `0 * it` NaN where eager gives -0.0 (found by the fuzzer)."""
+    return not math.isfinite(number) or bool(torch.tensor(number, dtype=dtype).isfinite())
+
+
 
 
 def _cast_operands(graph: torch._C.Graph, node: torch._C.Node, dtype: torch.dtype) -> None:
@@ -98,8 +107,12 @@ def _prepare(graph: torch._C.Graph, node: torch._C.Node, alias_db: torch._C.Alia
     operand = node.inputsAt(1).type()
     if number is not None and not (isinstance(operand, torch._C.TensorType)
                                    and operand.dtype() == dtype):
+        if not _representable(number, dtype):
+            return
         node.replaceInput(1, _tensor_constant(graph, node, number, dtype))
     alpha = _alpha(node)
+    if alpha is not None and not _representable(alpha, dtype):
+        return
     other = node.inputsAt(1)
     _cast_operands(graph, node, dtype)
     other = node.inputsAt(1)
