@@ -192,9 +192,17 @@ def _group_norm_ok(x: Tensor, m: Meta, groups: int) -> bool:
     return float(xf.std(-1).min()) >= _margin(m)
 
 
+SUMS_OF_PRODUCTS = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "conv1d", "conv2d",
+                              "conv3d", "window_linear", "mean"})
+
+
 def admissible(op: Op, args: list[Tensor], metas: list[Meta]) -> bool:
     """Whether the op, applied to these concrete values, is well-conditioned."""
     k, a = op.kind, op.attrs
+    if k in SUMS_OF_PRODUCTS and any(finite_max(t) > 1e30 for t in args):
+        # A sum of products near float32's largest (a score masked with its lowest) is
+        # finite or infinite by summation order.
+        return False
     if k in ("round", "floor_divide", "bucket"):
         return metas[0].exact
     if k in NEAR_ZERO or (k == "pow" and float(a["exponent"]) not in (1.0, 2.0, 3.0)):

@@ -75,8 +75,9 @@ def _mask(g: Gen, x: int, heads: int, tokens: int, sdpa: bool
     of, with the bool mask's attrs (ops._bool_mask: True keeps a key)."""
     form = weighted(g.c, [("bias", 4), ("bool", 2), ("key_mask", 2), ("key_bias", 2)])
     if form == "key_bias":
+        # Hugging Face multiplies by the fill: a finite one (0 * -inf would be NaN).
         bias = g.emit(Op("key_bias", (x,), {"threshold": choice(g.c, [0.0, -0.3, 0.3]),
-                                             "fill": choice(g.c, FILLS)}))
+                                             "fill": choice(g.c, FILLS[:2])}))
         return None if bias is None else (bias, {})
     if form == "key_mask":
         return x, {"keys": True, "threshold": choice(g.c, [0.0, -0.3, 0.3])}
