@@ -47,12 +47,9 @@ def reaches_a_softmax(value: torch._C.Value, depth: int = 3) -> bool:
     return False
 
 
-def _unsqueezed_type(value: torch._C.Value, count: int) -> torch._C.TensorType:
-    t = value.type()
-    meta = torch.empty_strided(t.sizes(), t.strides(), dtype=t.dtype(), device="meta")
-    for _ in range(count):
-        meta = meta.unsqueeze(0)
-    return torch._C.TensorType.create_from_tensor(meta).with_device(t.device())
+def _typed_as(meta: torch.Tensor, device: torch.device) -> torch._C.TensorType:
+    """The profiled type of a tensor of `meta`'s sizes, strides and dtype on `device`."""
+    return torch._C.TensorType.create_from_tensor(meta).with_device(device)
 
 
 def _at_rank(graph: torch._C.Graph, node: torch._C.Node, i: int, rank: int) -> bool:
@@ -61,22 +58,24 @@ def _at_rank(graph: torch._C.Graph, node: torch._C.Node, i: int, rank: int) -> b
     sizes = profiled_sizes(value)
     if sizes is None or len(sizes) >= rank:
         return False
-    missing = rank - len(sizes)
     if value.node().kind() == "prim::Constant":
         held = value.toIValue()
         if not isinstance(held, torch.Tensor):
             return False
+        reshaped = held.reshape([1] * (rank - len(sizes)) + sizes).clone()
         with graph.insert_point_guard(node):
-            reshaped = graph.insertConstant(held.reshape([1] * missing + sizes).clone())
-        reshaped.setType(torch._C.TensorType.create_from_tensor(held.reshape(
-            [1] * missing + sizes)))
-        node.replaceInput(i, reshaped)
+            constant = graph.insertConstant(reshaped)
+        constant.setType(torch._C.TensorType.create_from_tensor(reshaped))
+        node.replaceInput(i, constant)
         return True
-    if value.type().strides() is None or None in value.type().strides():
+    t = value.type()
+    if t.strides() is None or None in t.strides():
         return False
-    for done in range(missing):
+    meta = torch.empty_strided(sizes, t.strides(), dtype=t.dtype(), device="meta")
+    while meta.dim() < rank:
+        meta = meta.unsqueeze(0)
         value = insert_node(graph, node, "aten::unsqueeze", [value, 0],
-                            _unsqueezed_type(node.inputsAt(i), done + 1)).output()
+                            _typed_as(meta, t.device())).output()
     node.replaceInput(i, value)
     return True
 
@@ -101,8 +100,8 @@ def _over_the_scores(graph: torch._C.Graph, sdpa: torch._C.Node) -> bool:
     expanded = sizes[:-2] + [q_sizes[-2], k_sizes[-2]]
     strides = [s if n == m else 0 for n, m, s in zip(
         sizes, expanded, mask.type().strides(), strict=True)]
-    out_type = torch._C.TensorType.create_from_tensor(torch.empty_strided(
-        expanded, strides, dtype=torch.bool, device="meta")).with_device(mask.type().device())
+    out_type = _typed_as(torch.empty_strided(expanded, strides, dtype=torch.bool, device="meta"),
+                         mask.type().device())
     view = insert_node(graph, sdpa, "aten::expand", [mask, shape, False], out_type)
     sdpa.replaceInput(3, view.output())
     return True
