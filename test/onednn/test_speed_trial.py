@@ -140,3 +140,56 @@ def test_a_measured_attention_gives_eagers_result_either_way() -> None:
     assert_matches(out, eager(model, inputs), "fp32")
     [trial] = speed_trial._TRIALS.values()
     assert _attention_groups(graph) == (2 if trial.fused else 0), (trial, graph)
+
+
+class TwoMlps(nn.Module):
+    """Two linears of one shape, each with an activation (two layers' MLPs): one trial."""
+
+    def __init__(self, activation: str) -> None:
+        super().__init__()
+        self.first, self.second = nn.Linear(32, 32), nn.Linear(32, 32)
+        self.activation = getattr(F, activation)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.activation(self.first(x)), self.activation(self.second(x))
+
+
+def _activation_groups(graph: torch._C.Graph, activation: str) -> int:
+    return sum(f"aten::{activation}" in kinds for kinds in group_kinds(graph))
+
+
+@pytest.mark.parametrize("activation", ["gelu", "silu"])
+@pytest.mark.parametrize(("onednn_ms", "aten_ms", "fused"), [(0.5, 1.0, True), (1.0, 0.5, False)],
+                         ids=["onednn-faster", "aten-faster"])
+def test_an_activation_joins_its_linear_where_its_trial_says_onednn_is_faster(
+        monkeypatch: pytest.MonkeyPatch, activation: str, onednn_ms: float, aten_ms: float,
+        fused: bool) -> None:
+    measured = []
+
+    def measure(text: str, inputs: list[torch.Tensor], aten: object) -> speed_trial.Trial:
+        measured.append(text)
+        return speed_trial.Trial(onednn_ms, aten_ms)
+
+    monkeypatch.setattr(speed_trial, "measure", measure)
+    model, inputs = TwoMlps(activation).eval(), [torch.randn(4, 16, 32)]
+    _, out, graph = fuse(model, inputs)
+    assert_matches(out, eager(model, inputs), "fp32")
+    assert len(measured) == 1 and "MatMul" in measured[0]
+    assert _activation_groups(graph, activation) == (2 if fused else 0), graph
+    # Either way each linear is fused.
+    assert sum(kinds == ["aten::linear"] or f"aten::{activation}" in kinds
+               for kinds in group_kinds(graph)) == 2, graph
+    reasons = [why for kind, why in torch_graphfuse.last_report().unmapped
+               if kind == f"aten::{activation}"]
+    assert reasons == ([] if fused else [
+        f"{activation} of a linear, left with ATen by its speed trial: ATen 0.500 ms, oneDNN "
+        "1.000 ms on this CPU"] * 2)
+
+
+def test_a_measured_activation_of_a_linear_gives_eagers_result_either_way() -> None:
+    model, inputs = TwoMlps("gelu").eval(), [torch.randn(4, 16, 32)]
+    _, out, graph = fuse(model, inputs)
+    assert_matches(out, eager(model, inputs), "fp32")
+    [trial] = speed_trial._TRIALS.values()
+    assert trial.onednn_ms is not None, trial
+    assert _activation_groups(graph, "gelu") == (2 if trial.fused else 0), (trial, graph)

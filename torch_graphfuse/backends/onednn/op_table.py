@@ -11,12 +11,14 @@ entries it justifies.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.nn import functional as F
 
 # The families' entries register as their modules load.
-from . import convolution, layout, normalization, pooling, quantization  # noqa: F401
+from . import convolution, layout, normalization, pooling, quantization, speed_trial  # noqa: F401
 from .lowering import LOWERINGS, Entry, Lower, Lowering, Unsupported, lowering
 from .workarounds import CHANNEL_OPERAND_OVER_BATCH, SizeVerdict, channel_operand_over_batch
 
@@ -156,8 +158,10 @@ def gelu(lo: Lowering) -> None:
     # kernel oneDNN 3.12 picks; the erf form does not.
     if approximate == "none" and not lo.finite(0):
         raise Unsupported(f"{GELU_OF_INF}, and its input is not proven finite")
+    start = len(lo.graph.ops)
     lo.emit("GELU", [lo.input(0)], [lo.output()],
             mode="gelu_erf" if approximate == "none" else "gelu_tanh")
+    _post_op_trial(lo, start, "gelu", lambda y: F.gelu(y, approximate=approximate))
 
 
 @lowering("aten::silu")
@@ -165,8 +169,36 @@ def silu(lo: Lowering) -> None:
     # x * sigmoid(x): oneDNN fuses the pair as a swish post-op.
     x, out = lo.input(0), lo.output()
     gate = lo.temp(out)
+    start = len(lo.graph.ops)
     lo.emit("Sigmoid", [x], [gate])
     lo.emit("Multiply", [x, gate], [out], auto_broadcast="numpy")
+    _post_op_trial(lo, start, "silu", F.silu)
+
+
+def _post_op_trial(lo: Lowering, start: int, name: str,
+                   activation: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """An activation of a linear's result, which oneDNN makes the matmul's post-op, kept
+    only where a speed trial on this CPU finds the pair faster than ATen's linear and
+    activation (speed_trial). On a Zen 3 EPYC (AVX2), oneDNN 3.12's matmul took 1.3-1.5 ms
+    longer with a GELU (erf or tanh) or swish post-op than without, at 128 x 768 x 3072
+    (0.77x ATen's linear and activation), where a ReLU or sigmoid post-op cost nothing.
+    Left with ATen, the activation runs after the fused linear."""
+    x = lo.graph.ops[start].inputs[0]
+    producer = lo.graph.producer(x)
+    trials = speed_trial.mode()
+    if (trials == "fuse" or producer is None or producer.kind != "MatMul"
+            or producer.node is None or producer.node.kind() != "aten::linear"):
+        return
+    if trials == "aten":
+        raise Unsupported(f"{name} of a linear, left with ATen ({speed_trial.ENV}=aten)")
+    source, weight, *bias = producer.inputs
+    # The weights' values do not change the time: random ones make one trial per shape.
+    trial = speed_trial.trial(
+        lo.graph, [producer, *lo.graph.ops[start:]], [lo.output()], {},
+        lambda t: activation(F.linear(t[source], t[weight], t[bias[0]] if bias else None)))
+    if not trial.fused:
+        raise Unsupported(f"{name} of a linear, left with ATen by its speed trial: "
+                          f"{trial.verdict()}")
 
 
 # oneDNN has no negation. x * -1 gives -x for every number, +-0 and +-inf included, but a
