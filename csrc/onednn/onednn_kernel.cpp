@@ -267,6 +267,11 @@ class Kernel : public GroupBase {
       const auto& d = desc_.tensors.at(desc_.inputs[i]);
       if (d.strides.empty() || d.dims.empty()) continue;
       if (free_layout_[i] && (!free_seen_[i] || came_as_seen(i, layouts[i], given[i]))) continue;
+      // A matmul's result is row-major whatever its operands' layouts, as ATen's linear and
+      // matmul give theirs: an input only matmuls read leaves the results as eager lays them
+      // out (CvT's projections read a transposed view of a convolution's result, which is
+      // row-major once that convolution's group writes it channels-last).
+      if (matmul_only_[i]) continue;
       auto profiled = layout_of(d.dims, d.strides);
       bool copied = inputs[i].strides() != c10::IntArrayRef(given[i]);
       if (profiled != layouts[i] ||

@@ -165,8 +165,6 @@ _HF = {
     "convnextv2": ("convnet", _image("ConvNextV2Model", "ConvNextV2Config")),
     "swinv2": ("vision transformer (windowed)", _image("Swinv2Model", "Swinv2Config")),
     "levit": ("vision transformer (hybrid, attention bias)", _image("LevitModel", "LevitConfig")),
-    "cvt": ("vision transformer (convolutional projections)",
-            _image("CvtModel", "CvtConfig")),  # CvT-13
     "data2vec-vision": ("vision transformer",
                         _image("Data2VecVisionModel", "Data2VecVisionConfig")),
     "vit-mae": ("vision transformer", _vit_mae),

@@ -207,6 +207,11 @@ _HF_VISION = {
         "SwinModel", "SwinConfig",
         dict(image_size=64, patch_size=4, embed_dim=32, depths=[1, 1], num_heads=[2, 4],
              window_size=4), {})),
+    # CvT-13: convolutional projections read as tokens, attention written with einsum.
+    # (Its stage i builds its i-th drop-path rate from depth[i] of them: depths rise.)
+    "cvt": ("vision transformer (convolutional projections)", image_model(
+        "CvtModel", "CvtConfig", dict(depth=[1, 2, 3], embed_dim=[32, 64, 96],
+                                      num_heads=[1, 2, 3]), {})),
     "convnext": ("convnet", image_model(
         "ConvNextModel", "ConvNextConfig",
         dict(depths=[1, 1, 1, 1], hidden_sizes=[16, 32, 64, 128]), {})),
