@@ -8,7 +8,7 @@ of the file is bench.py's) and zoo.png.
                              [--rounds N] [--small] [--wider] [--out benchmarks]
                              [--limit SECONDS] [--build-limit SECONDS]
 
---wider runs the wider list instead (torch_graphfuse.testing.wider_zoo: 87 more architectures,
+--wider runs the wider list instead (torch_graphfuse.testing.wider_zoo: 86 more architectures,
 run outside CI) and writes RESULTS_wider.md and wider.png; --models may name models of both.
 
 --small runs the zoo's small configurations (the test slice's), for a quick look. A peer whose

@@ -126,3 +126,29 @@ def test_padded_by_name_convolution_minus_a_float32_tensor_stays_float32_under_a
     # Found by the fuzzer: freezing's sum fold put the float32 shift into the bf16
     # convolution's bias, and the result came out bf16 where eager promotes to float32.
     check(ValidConvMinusParameter(), [torch.randn(1, 6, 7, 9)], dtype="bf16", left=None)
+
+
+class EinsumAttention(torch.nn.Module):
+    """CvT's attention: scores and weighted values as einsum, and forms left as they are."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        scores = torch.einsum("bhlk,bhtk->bhlt", q, k) * 0.25
+        out = torch.einsum("bhlt,bhtv->bhlv", scores.softmax(-1), v)
+        # Not batched matrix products: a sum over two labels, and an outer product.
+        other = torch.einsum("bhlk,bhlk->bh", q, k)[..., None, None]
+        outer = torch.einsum("bhl,bht->bhlt", q[..., 0], k[..., 0])
+        return out + other + outer.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_einsum_of_a_batched_matrix_product_becomes_matmul(layout: str) -> None:
+    q, k, v = (torch.randn(2, 3, 16, 8) for _ in range(3))
+    if layout == "transposed":  # a key stored as the heads' permute of a projection
+        k = torch.randn(2, 16, 3, 8).transpose(1, 2)
+    model = EinsumAttention()
+    _, out, graph = fuse(model, [q, k, v])
+    torch.testing.assert_close(out, eager(model, [q, k, v]), rtol=1e-5, atol=1e-5)
+    kinds = [k for g in torch_graphfuse.last_report().groups for k in g]
+    assert kinds.count("aten::matmul") == 2, graph
+    left = [n.kind() for n in graph.nodes() if n.kind() == "aten::einsum"]
+    assert left == ["aten::einsum", "aten::einsum"], graph

@@ -1,6 +1,7 @@
 """Decomposition: ops the fusion backends have no op for, rewritten into ops they have.
 
 - addmm(self, a, b, beta, alpha) with alpha or beta != 1 -> beta * self + alpha * mm(a, b)
+- einsum of a batched matrix product (`bhlk,bhtk->bhlt`) -> matmul
 - a convolution with padding "valid" or "same" (`_convolution_mode`, conv2d(padding="same"))
   -> convolution with the padding as numbers, where "same" pads both sides alike
 - nn.MultiheadAttention's and nn.TransformerEncoderLayer's fast-path ops -> the linears,
@@ -113,10 +114,45 @@ def _fold_into_convolutions(graph: torch._C.Graph) -> None:
     torch._C._jit_pass_fold_frozen_conv_bn(graph)
 
 
+def _einsum(graph: torch._C.Graph, node: torch._C.Node) -> bool:
+    """A batched matrix product written as einsum (CvT's attention: `bhlk,bhtk->bhlt` and
+    `bhlt,bhtv->bhlv`) -> matmul, transposing the second operand where it shares its last
+    label with the first. einsum runs such a contraction as the same batched product, and
+    lays its result out row-major as matmul does."""
+    equation, operands = node.inputsAt(0).toIValue(), node.inputsAt(1).node()
+    if (not isinstance(equation, str) or operands.kind() != "prim::ListConstruct"
+            or operands.inputsSize() != 2 or "..." in equation or "->" not in equation):
+        return False
+    sources, target = equation.replace(" ", "").split("->")
+    a_labels, _, b_labels = sources.partition(",")
+    a, b, out = operands.inputsAt(0), operands.inputsAt(1), node.output()
+    if (len(a_labels) != len(b_labels) or len(a_labels) < 2
+            or len(set(a_labels + b_labels + target)) != len(a_labels) + 1
+            or not all(_float_tensor(v) for v in (a, b, out))
+            or len({v.type().dtype() for v in (a, b, out)}) != 1):
+        return False
+    batch, (i, k) = a_labels[:-2], a_labels[-2:]
+    if b_labels == batch + k + b_labels[-1] and target == batch + i + b_labels[-1]:
+        second = b  # ...ik,...kj->...ij
+    elif b_labels == batch + b_labels[-2] + k and target == batch + i + b_labels[-2]:
+        t = b.type()  # ...ik,...jk->...ij
+        if t.sizes() is None or t.strides() is None or None in (*t.sizes(), *t.strides()):
+            return False
+        meta = torch.empty_strided(t.sizes(), t.strides(), dtype=t.dtype(), device="meta")
+        second = _Builder(graph, node).op("aten::transpose", [b, -1, -2], b)
+        second.setType(torch._C.TensorType.create_from_tensor(meta.transpose(-1, -2))
+                       .with_device(t.device()))
+    else:
+        return False
+    out.replaceAllUsesWith(_Builder(graph, node).op("aten::matmul", [a, second], out))
+    return True
+
+
 _CONVOLUTIONS = {"aten::_convolution_mode", "aten::conv1d", "aten::conv2d", "aten::conv3d"}
 
 DECOMPOSITIONS: dict[str, Callable[[torch._C.Graph, torch._C.Node], bool]] = {
     "aten::addmm": _addmm,
+    "aten::einsum": _einsum,
     **dict.fromkeys(_CONVOLUTIONS, _padding_mode),
     "aten::_native_multi_head_attention": multi_head_attention,
     "aten::_transformer_encoder_layer_fwd": encoder_layer,
