@@ -104,6 +104,9 @@ _kind("key_bias", "(1.0 - ({0}.mean(-1) > {threshold}).to({0}.dtype))[:, None, N
       aten=["mean", "gt", "to", "rsub", "slice", "unsqueeze", "mul"])
 _kind("add_causal", "{0} + torch.full(({0}.size(-2), {0}.size(-1)), {fill}, dtype={0}.dtype)"
       ".triu(1)", aten=["size", "full", "triu", "add"])
+# CvT writes its attention's products as einsum (passes/decompose makes them matmuls).
+_kind("einsum_scores", "torch.einsum('bhlk,bhtk->bhlt', {0}, {1})", aten=["einsum"])
+_kind("einsum_values", "torch.einsum('bhlt,bhtv->bhlv', {0}, {1})", aten=["einsum"])
 _kind("softmax_f32", "torch.softmax({0}, -1, dtype=torch.float32).to({1}.dtype)",
       aten=["softmax", "to"])
 _kind("floor_divide", "torch.floor_divide({0}, {divisor})", exact=True)

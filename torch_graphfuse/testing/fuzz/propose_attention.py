@@ -4,11 +4,11 @@ From a (batch, tokens, width) value: query, key and value from three linears or 
 from one (a narrow per part, or timm's 5-d view, permute and select), split into heads,
 grouped-query heads repeated or left to `enable_gqa`; then either
 F.scaled_dot_product_attention or the scores written out (the scale before or after the
-product), with a mask or bias of every form models use: constant biases of ranks 1 to 4
-(timm's learned attention biases are (heads, N, N)), bool masks, masks built from the
-input at run time (Hugging Face's padding masks, additive or bool), causal masks, Swin's
-window mask; a
-softmax in fp32 under autocast; the heads merged and projected.
+product; the products as matmul or as CvT's einsum), with a mask or bias of every form
+models use: constant biases of ranks 1 to 4 (timm's learned attention biases are
+(heads, N, N)), bool masks, masks built from the input at run time (Hugging Face's
+padding masks, additive or bool), causal masks, Swin's window mask; a softmax in fp32
+under autocast; the heads merged and projected.
 """
 
 from __future__ import annotations
@@ -110,13 +110,17 @@ def _sdpa(g: Gen, x: int, q: int, k: int, v: int, heads: int, kv_heads: int
 
 def _written(g: Gen, x: int, q: int, k: int, v: int, heads: int) -> int | None:
     scale = choice(g.c, [0.5, 0.35, 0.125])
+    einsum = chance(g.c, 0.2)  # CvT's
     if chance(g.c, 0.3):
         scaled_q = g.emit(Op("mul", (q,), {"scalar": scale}))
         kt = g.emit(Op("transpose", (k,), {"d0": -2, "d1": -1}))
         s = None if scaled_q is None or kt is None else g.emit(Op("matmul", (scaled_q, kt)))
     else:
-        kt = g.emit(Op("transpose", (k,), {"d0": -2, "d1": -1}))
-        s = None if kt is None else g.emit(Op("matmul", (q, kt)))
+        if einsum:
+            s = g.emit(Op("einsum_scores", (q, k)))
+        else:
+            kt = g.emit(Op("transpose", (k,), {"d0": -2, "d1": -1}))
+            s = None if kt is None else g.emit(Op("matmul", (q, kt)))
         s = None if s is None else g.emit(Op(choice(g.c, ["mul", "div"]), (s,),
                                              {"scalar": scale if chance(g.c, 0.5) else 1 / scale}))
     if s is None:
@@ -140,7 +144,7 @@ def _written(g: Gen, x: int, q: int, k: int, v: int, heads: int) -> int | None:
         p = g.emit(Op("softmax_f32", (s, q)))
     else:
         p = g.emit(Op("softmax", (s,), {"dim": -1}))
-    return None if p is None else g.emit(Op("matmul", (p, v)))
+    return None if p is None else g.emit(Op("einsum_values" if einsum else "matmul", (p, v)))
 
 
 def p_attention_block(g: Gen) -> int | None:
