@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from fusion_check import DTYPES, check, check_nonfinite_call, group_kinds
+from fusion_check import DTYPES, check, check_nonfinite_call, eager, fuse, group_kinds
 from torch import nn
 from torch.nn import functional as F
 
@@ -154,6 +154,22 @@ def _layer_norm(normalized: tuple[int, ...], affine: bool) -> nn.Module:
 def test_layer_norm(dtype: str, affine: bool) -> None:
     graph = check(_layer_norm((16,), affine), [torch.randn(2, 4, 16)], dtype, groups=1, left=[])
     assert group_kinds(graph) == [["aten::layer_norm"]]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("missing", ["bias", "weight"])
+def test_layer_norm_with_only_a_weight_or_a_bias(dtype: str, missing: str) -> None:
+    """ModernBERT's layer norms have no bias: oneDNN takes both or neither, so the missing
+    one is given as ones or -0.0, which change no value (a -0.0 result included)."""
+    norm = _layer_norm((16,), True)
+    setattr(norm, missing, None)
+    x = torch.randn(2, 4, 16)
+    x[0, 0] = 0.0  # a row of zeros normalizes to zeros: eager's sign of each zero
+    graph = check(norm, [x], dtype, groups=1, left=[])
+    assert group_kinds(graph) == [["aten::layer_norm"]]
+    if dtype == "fp32":
+        _, out, _ = fuse(norm, [x])
+        assert torch.equal(out.signbit(), eager(norm, [x]).signbit())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -89,11 +89,17 @@ def layer_norm(lo: Lowering) -> None:
         # oneDNN 3.12 takes one normalized dim only (v3.2 normalized the last
         # whatever begin_norm_axis said): the reason, rather than "not supported".
         raise Unsupported("layer_norm over more than one dim")
-    if lo.is_none(2) != lo.is_none(3):
-        raise Unsupported("layer_norm with only one of weight and bias")
     inputs = [lo.input(0)]
-    if not lo.is_none(2):
-        inputs += [lo.input(2), lo.input(3)]
+    if not (lo.is_none(2) and lo.is_none(3)):
+        # oneDNN takes both or neither. A missing weight is ones and a missing bias -0.0
+        # (ModernBERT's layer norms have no bias): x * 1 and x + -0.0 are x, -0.0 included.
+        given = lo.input(2) if not lo.is_none(2) else lo.input(3)
+        spec = lo.graph.tensors[given]
+        dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[spec.dtype]
+        inputs += [given if not lo.is_none(2) else
+                   lo.constant(torch.ones(spec.sizes or [1], dtype=dtype)),
+                   lo.input(3) if not lo.is_none(3) else
+                   lo.constant(torch.full(spec.sizes or [1], -0.0, dtype=dtype))]
     lo.emit("LayerNorm", inputs, [lo.output()], begin_norm_axis=-len(normalized),
             epsilon=float(lo.const(4)), keep_stats=False, use_affine=len(inputs) == 3)
 
