@@ -123,7 +123,7 @@ def make_layer(op: Op) -> nn.Module | None:
             m.weight.add_(1.0)
         return m
     if op.kind == "layer_norm":
-        m = nn.LayerNorm(a["dim"], elementwise_affine=a["affine"])
+        m = nn.LayerNorm(a["dim"], elementwise_affine=a["affine"], bias=a.get("bias", True))
         if a["affine"]:
             _fill(m, a["seed"], 1)
             with torch.no_grad():

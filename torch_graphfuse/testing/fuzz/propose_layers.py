@@ -195,6 +195,8 @@ def p_layer_norm(g: Gen) -> int | None:
     if x is None:
         return None
     attrs = {"dim": g.shape(x)[-1], "affine": chance(g.c, 0.7), "seed": g.seed()}
+    if attrs["affine"] and chance(g.c, 0.25):
+        attrs["bias"] = False  # ModernBERT's: a weight only
     return g.emit(Op("layer_norm", (x,), attrs))
 
 
