@@ -26,11 +26,11 @@ from __future__ import annotations
 import torch
 
 from .. import log
+from ..aten_ops import BINARY_ARITHMETIC
 from .graph_utils import all_nodes, insert_node, int_list, profiled_sizes
 
 NAME = log.module_name(__file__)
 
-BINARY = frozenset({"aten::add", "aten::sub", "aten::mul", "aten::div"})
 SOFTMAX = frozenset({"aten::softmax", "aten::_softmax"})
 SDPA = "aten::scaled_dot_product_attention"
 
@@ -42,7 +42,8 @@ def reaches_a_softmax(value: torch._C.Value, depth: int = 3) -> bool:
         kind = use.user.kind()
         if kind in SOFTMAX:
             return True
-        if depth > 0 and kind in BINARY and reaches_a_softmax(use.user.output(), depth - 1):
+        if (depth > 0 and kind in BINARY_ARITHMETIC
+                and reaches_a_softmax(use.user.output(), depth - 1)):
             return True
     return False
 
@@ -115,7 +116,7 @@ def run(graph: torch._C.Graph) -> None:
             if q is not None:
                 changed += _at_rank(graph, node, 3, len(q))
                 changed += _over_the_scores(graph, node)
-        elif node.kind() in BINARY and reaches_a_softmax(node.output()):
+        elif node.kind() in BINARY_ARITHMETIC and reaches_a_softmax(node.output()):
             scores = profiled_sizes(node.output())
             if scores is None:
                 continue
