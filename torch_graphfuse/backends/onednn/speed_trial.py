@@ -5,6 +5,9 @@ fp32 attention, 12 heads of 64, 2 threads, oneDNN's attention kernel against ATe
 (flash) kernel: on a Zen 5 EPYC oneDNN took 0.52-0.56x ATen's time from 128 to 1024
 tokens (0.95x at 64); on a Zen 4 EPYC, ATen's took 0.60-0.92x oneDNN's. Both report the
 same instruction set to oneDNN (avx512_core_bf16), so no ISA test tells them apart.
+A GELU or SiLU of a linear, which oneDNN makes the matmul's post-op, is tried too
+(op_table._post_op_trial): on a Zen 3 EPYC (AVX2) that post-op made the matmul 0.77x
+ATen's linear and activation.
 
 A trial times the node's backend ops as a partition of their own (csrc `_time_partition`,
 which binds preallocated buffers) against ATen's op on the same inputs, a few runs of each
