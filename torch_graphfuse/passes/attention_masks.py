@@ -89,13 +89,9 @@ def _over_the_scores(graph: torch._C.Graph, sdpa: torch._C.Node) -> bool:
     if (mask.type().dtype() != torch.bool or None in (sizes, q_sizes, k_sizes)
             or sizes[-2:] == [q_sizes[-2], k_sizes[-2]] or len(sizes) < 2):
         return False
+    reads = [insert_node(graph, sdpa, "aten::size", [tensor, -2], torch._C.IntType.get())
+             .output() for tensor in (q, k)]
     with graph.insert_point_guard(sdpa):
-        reads = []
-        for tensor in (q, k):
-            read = graph.insertNode(graph.create(
-                "aten::size", [tensor, graph.insertConstant(-2)], 1))
-            read.output().setType(torch._C.IntType.get())
-            reads.append(read.output())
         keep = [graph.insertConstant(-1) for _ in sizes[:-2]]
         shape = int_list(graph, keep + reads)
     expanded = sizes[:-2] + [q_sizes[-2], k_sizes[-2]]
