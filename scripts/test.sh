@@ -22,12 +22,9 @@ int8=(test/onednn/test_int8_fusion.py test/onednn/test_int8_flows.py
 # oneDNN's ISA on this CPU, and whether it holds each emulated one's instructions: an ISA
 # can only be emulated downwards, and an emulation of this CPU's own ISA repeats the run.
 read -r native avx2_below avx512_core_below < <(python -c '
-from torch_graphfuse import _C
-from torch_graphfuse.backends.onednn.library import ISAS
-here = _C._onednn()["cpu_isa"]
-value = {isa.name: v for v, isa in ISAS.items()}
-below = [here & value[n] == value[n] and here != value[n] for n in ("avx2", "avx512_core")]
-print(ISAS[here].name if here in ISAS else hex(here), *map(int, below))')
+from torch_graphfuse.backends.onednn import library
+here = library.isa().name
+print(here, *(int(library.holds(n) and n != here) for n in ("avx2", "avx512_core")))')
 if [ "$avx2_below" = 1 ]; then
   echo "test: again on emulated AVX2 (ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2)"
   ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 \

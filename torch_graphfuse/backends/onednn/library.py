@@ -78,6 +78,16 @@ def isa() -> Isa | None:
     return info().isa
 
 
+def holds(name: str) -> bool:
+    """Whether oneDNN's ISA in this process holds the instructions of ISA `name`
+    (ONEDNN_MAX_CPU_ISA's spelling, any case), so that a process limited to it runs it:
+    the limit only lowers the ISA. oneDNN's ISA values are bit sets, each holding those of
+    the ISAs below it."""
+    wanted = next(value for value, known in ISAS.items() if known.name == name.lower())
+    here = _C._onednn()["cpu_isa"]
+    return here & wanted == wanted
+
+
 def warn_if_unavailable() -> None:
     """One message at import when torch's oneDNN cannot be used: CPU models run unfused."""
     found = info()
