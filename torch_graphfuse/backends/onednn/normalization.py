@@ -9,7 +9,7 @@ import torch
 from ...passes.defer_size_check import size_source
 from . import speed_trial
 from .convolution import CONVOLUTIONS
-from .graph_desc import BackendOp
+from .graph_desc import BACKEND_DTYPES, BackendOp
 from .lowering import Lowering, Unsupported, lowering
 from .workarounds import CHANNEL_OPERAND_OVER_BATCH, SizeVerdict, channel_operand_over_batch
 
@@ -95,7 +95,7 @@ def layer_norm(lo: Lowering) -> None:
         # (ModernBERT's layer norms have no bias): x * 1 and x + -0.0 are x, -0.0 included.
         given = lo.input(2) if not lo.is_none(2) else lo.input(3)
         spec = lo.graph.tensors[given]
-        dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[spec.dtype]
+        dtype = next(t for t, name in BACKEND_DTYPES.items() if name == spec.dtype)
         inputs += [given if not lo.is_none(2) else
                    lo.constant(torch.ones(spec.sizes or [1], dtype=dtype)),
                    lo.input(3) if not lo.is_none(3) else
