@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from fusion_check import Program, assert_matches, eager, fuse, fused_and_eager, precision, run
 from torch import nn
 
+import torch_graphfuse
 from torch_graphfuse import last_report
 from torch_graphfuse.backends.onednn import op_table, rules
 
@@ -206,9 +207,14 @@ def test_linear_result_broadcast_over_batch_dims(x_shape, c_shape) -> None:  # n
     assert_matches(out, ref, "fp32")
 
 
-def test_linear_result_operand_that_could_broadcast_pins_sizes() -> None:
+def test_linear_result_operand_that_broadcasts_at_another_batch_runs_unfused_there() -> None:
+    # Profiled at batch 1, where the operand has the result's shape; at batch 3 it is
+    # broadcast over the batch, which oneDNN 3.12 runs with its reference kernel: the
+    # kernel's compile finds it and runs that spec unfused.
     model = Program(lambda self, x: self.lin(x) + self.c, c=torch.randn(1, 4, 5, 6))
     model.lin = nn.Linear(6, 6)
     module, _, _ = fuse(model, [torch.randn(1, 4, 5, 6)])
+    torch_graphfuse.reset_kernel_stats()
     x = torch.randn(3, 4, 5, 6)
     assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+    assert torch_graphfuse.kernel_stats()["unfused_specs"] == 1

@@ -8,6 +8,7 @@ from fusion_check import assert_matches, eager, fuse, group_kinds, run
 from torch import nn
 
 import torch_graphfuse
+from torch_graphfuse.passes import shape_arguments
 from torch_graphfuse.testing import runner
 
 
@@ -154,3 +155,63 @@ def test_slices_at_a_halved_size_join_the_projection() -> None:
     assert "aten::slice" not in runner.unfused_kinds(graph), graph
     other = torch.randn(3, 5, 16)
     assert_matches(run(module, [other]), eager(model, [other]), "fp32")
+
+
+def test_a_view_of_its_inputs_own_sizes_leaves_the_group_open_to_other_sizes() -> None:
+    """The view reads its batch and length from the linear's input: oneDNN infers them at
+    any sizes (StaticReshape's special zero), so the group is not pinned and a new length
+    compiles its partition, with no fusing again through the pipeline."""
+    model = Heads().eval()
+    module, _, graph = fuse(model, [torch.randn(2, 8, 16)])
+    assert [g.i("static_shapes") for g in runner.fusion_groups(graph)] == [0]
+    torch_graphfuse.reset_kernel_stats()
+    for x in (torch.randn(2, 5, 16), torch.randn(3, 11, 16)):
+        assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+    stats = torch_graphfuse.kernel_stats()
+    assert stats["respecialized_runs"] == 0 and stats["fallbacks"] == 0
+    assert stats["compiles"] == 2 and stats["fused_runs"] == 2
+
+
+def _typed_view(shape_items: str, shape_nodes: str = "", source: str = "%x") -> torch._C.Node:
+    graph = torch._C.parse_ir(f"""
+        graph(%x : Float(2, 8, 32, strides=[256, 32, 1], device=cpu),
+              %w : Float(32, 32, strides=[32, 1], device=cpu)):
+          %zero : int = prim::Constant[value=0]()
+          %one : int = prim::Constant[value=1]()
+          %two : int = prim::Constant[value=2]()
+          %four : int = prim::Constant[value=4]()
+          %minus : int = prim::Constant[value=-1]()
+          %none : NoneType = prim::Constant()
+          %y : Float(2, 8, 32, strides=[256, 32, 1], device=cpu) = aten::linear(%x, %w, %none)
+          %b : int = aten::size(%x, %zero)
+          %s : int = aten::size(%x, %one)
+          {shape_nodes}
+          %shape : int[] = prim::ListConstruct({shape_items})
+          %v : Tensor = aten::view({source}, %shape)
+          return (%v)""")
+    return next(n for n in graph.nodes() if n.kind() == "aten::view")
+
+
+def test_generic_target_of_the_inputs_own_sizes() -> None:
+    assert shape_arguments.generic_target(_typed_view("%b, %s, %four, %minus")) == [0, 0, 4, -1]
+
+
+def test_generic_target_reads_sizes_through_a_linear() -> None:
+    # Hugging Face's heads: the projection's rows have its input's batch and length.
+    view = _typed_view("%b, %s, %four, %minus", source="%y")
+    assert shape_arguments.generic_target(view) == [0, 0, 4, -1]
+
+
+def test_generic_target_refuses_a_size_of_another_dim() -> None:
+    assert shape_arguments.generic_target(_typed_view("%s, %b, %four, %minus")) is None
+
+
+def test_generic_target_refuses_a_computed_size() -> None:
+    view = _typed_view("%b, %half, %minus", shape_nodes="%half : int = aten::floordiv(%s, %two)")
+    assert shape_arguments.generic_target(view) is None
+
+
+def test_generic_target_refuses_a_literal_zero_size() -> None:
+    # Under special_zero a 0 would copy the input's size instead of making an empty dim.
+    assert shape_arguments.generic_target(_typed_view("%b, %zero, %minus")) is None
+

@@ -212,3 +212,150 @@ def run(graph: torch._C.Graph) -> None:
     if copied:
         torch._C._jit_pass_dce(graph)
     log.update(NAME, f"shape arithmetic copied for {copied} views")
+
+
+# Ops whose result has their first input's sizes, whatever those are.
+_SAME_SIZES = frozenset({
+    "aten::relu", "aten::gelu", "aten::silu", "aten::sigmoid", "aten::tanh", "aten::neg",
+    "aten::exp", "aten::sqrt", "aten::rsqrt", "aten::abs", "aten::erf", "aten::hardswish",
+    "aten::hardsigmoid", "aten::dropout", "aten::contiguous", "aten::clone", "aten::to",
+    "aten::type_as", "aten::layer_norm", "aten::softmax", "aten::log_softmax",
+    "aten::rms_norm", "aten::group_norm", "aten::batch_norm",
+})
+# Elementwise ops of two operands: the result has the first one's size at a dim where the
+# second is a constant of size 1 there (or has no such dim), as a bias or scale is.
+_BROADCAST = frozenset({"aten::add", "aten::sub", "aten::mul", "aten::div",
+                        "aten::masked_fill"})
+
+
+def _dim_source(value: torch._C.Value, dim: int) -> tuple[torch._C.Value, int] | int | None:
+    """The input value and dim whose size is the size of `value` at `dim` for any input
+    sizes, through one op, or that size where it is a constant; None where it may differ."""
+    node = value.node()
+    kind = node.kind()
+    rank = value.type().dim() if isinstance(value.type(), torch._C.TensorType) else None
+    if rank is None or node.inputsSize() == 0:
+        return None
+    first = node.inputsAt(0)
+    if kind in _SAME_SIZES:
+        return first, dim
+    if kind in _BROADCAST and node.inputsSize() >= 2:
+        other = node.inputsAt(1)
+        if other.node().kind() != "prim::Constant":
+            return None
+        if not isinstance(other.type(), torch._C.TensorType):
+            return first, dim  # a number
+        sizes = _profiled_sizes(other)
+        if sizes is None or len(sizes) > rank:
+            return None
+        at = dim - (rank - len(sizes))
+        return (first, dim) if at < 0 or sizes[at] == 1 else None
+    if kind == "aten::linear":
+        if dim < rank - 1:
+            return first, dim
+        weight = node.inputsAt(1)  # a frozen weight fixes the features
+        sizes = _profiled_sizes(weight) if weight.node().kind() == "prim::Constant" else None
+        return sizes[0] if sizes is not None and len(sizes) == 2 else None
+    if kind == "aten::transpose" and node.inputsSize() == 3:
+        a, b = (node.inputsAt(i).toIValue() % rank for i in (1, 2))
+        return first, b if dim == a else a if dim == b else dim
+    if kind == "aten::permute":
+        return first, node.inputsAt(1).toIValue()[dim] % rank
+    if (kind in ("aten::scaled_dot_product_attention", "aten::matmul") and rank >= 2
+            and first.type().dim() == rank):
+        # The rows are the first operand's, the columns the last's; a batch dim is the
+        # first's where the second's comes from the same size (else it may broadcast).
+        if dim == rank - 1:
+            last = node.inputsAt(2 if kind == "aten::scaled_dot_product_attention" else 1)
+            return (last, rank - 1) if last.type().dim() == rank else None
+        if dim == rank - 2 or _same_size(first, node.inputsAt(1), dim):
+            return first, dim
+        return None
+    if kind == "aten::slice" and node.inputsSize() == 5:
+        return (first, dim) if node.inputsAt(1).toIValue() % rank != dim else None
+    if kind in ("aten::view", "aten::reshape"):
+        target = generic_target(node)
+        if target is None or target[dim] == -1:
+            return None
+        return (first, dim) if target[dim] == 0 else target[dim]
+    return None
+
+
+Root = tuple[int, int] | int  # (value, dim) a size comes from, or the constant it is
+
+
+def _dim_root(value: torch._C.Value, dim: int) -> Root:
+    """Where the size of `value` at `dim` comes from, through ops that keep it."""
+    found: tuple[torch._C.Value, int] | int | None = (value, dim)
+    while isinstance(found, tuple):
+        value, dim = found
+        try:
+            found = _dim_source(value, dim)
+        except (RuntimeError, TypeError, IndexError):
+            found = None
+    return found if isinstance(found, int) else (value.unique(), dim)
+
+
+def _same_size(a: torch._C.Value, b: torch._C.Value, dim: int) -> bool:
+    if a.type().dim() != b.type().dim():
+        return False
+    return _dim_root(a, dim) == _dim_root(b, dim)
+
+
+def generic_identity(node: torch._C.Node) -> bool:
+    """Whether a view or reshape returns its input's sizes at any input sizes: its
+    generic target copies each size, or names the constant it always is."""
+    target = generic_target(node)
+    if target is None:
+        return False
+    x = node.inputsAt(0)
+    return len(target) == x.type().dim() and all(
+        t in (0, -1) or _dim_root(x, i) == t for i, t in enumerate(target))
+
+
+def generic_target(node: torch._C.Node) -> list[int] | None:
+    """The target of a view or reshape as StaticReshape's shape with `special_zero` (0:
+    the input's size at that dim, -1: what the others leave), right at any input sizes;
+    None where it is not.
+
+    Each element must be a constant or the input's own size at the same dim, read
+    through ops that keep it (`x.view(hidden.size(0), hidden.size(1), -1, 64)` of
+    `x = linear(hidden)`); a constant -1 stays one, so an element computed otherwise, or a
+    size of another dim, keeps the mapping at the profiled sizes."""
+    x = node.inputsAt(0)
+    rank = x.type().dim() if isinstance(x.type(), torch._C.TensorType) else None
+    shape = node.inputsAt(1)
+    if rank is None:
+        return None
+    if shape.node().kind() == "prim::Constant":
+        items = shape.toIValue()
+        elements: list[torch._C.Value | int] = list(items) if isinstance(items, list) else []
+    elif shape.node().kind() == "prim::ListConstruct":
+        elements = list(shape.node().inputs())
+    else:
+        return None
+    target: list[int] = []
+    for i, element in enumerate(elements):
+        while not isinstance(element, int) and element.node().kind() in (
+                "aten::Int", "prim::NumToTensor"):
+            element = element.node().inputsAt(0)
+        if not isinstance(element, int) and element.node().kind() == "prim::Constant":
+            element = element.toIValue()
+        if isinstance(element, int):
+            if element == 0 or element < -1:  # a literal zero-size dim: not special_zero's 0
+                return None
+            target.append(element)
+            continue
+        sized = element.node()
+        if (sized.kind() != "aten::size" or sized.inputsSize() != 2
+                or sized.inputsAt(1).node().kind() != "prim::Constant" or i >= rank):
+            return None
+        source = sized.inputsAt(0)
+        source_rank = source.type().dim() if isinstance(source.type(), torch._C.TensorType) \
+            else None
+        if source_rank is None:
+            return None
+        if _dim_root(source, sized.inputsAt(1).toIValue() % source_rank) != _dim_root(x, i):
+            return None
+        target.append(0)
+    return target if target.count(-1) <= 1 else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ...passes import shape_arguments
 from .lowering import LOWERINGS, Lowering, Unsupported, lowering
 
 
@@ -38,17 +39,27 @@ def t(lo: Lowering) -> None:
     lo.emit("StaticTranspose", [lo.input(0)], [lo.output()], order=[1, 0])
 
 
-@lowering("aten::reshape", "aten::view", "aten::flatten", "aten::squeeze", "aten::unsqueeze",
-          static_shapes=True)
+@lowering("aten::reshape", "aten::view", "aten::flatten", "aten::squeeze", "aten::unsqueeze")
 def reshape(lo: Lowering) -> None:
-    # The target is the profiled output shape; the guard pins the input's, and those of
-    # the tensors a shape computed at run time reads.
+    # A view whose target oneDNN can infer at any sizes (`generic_target`: the input's own
+    # sizes and constants) leaves the sizes open, so a new length or batch compiles the
+    # group's partition again instead of fusing it again. Any other target is the profiled
+    # output shape; the guard pins the input's, and those of the tensors a shape computed at
+    # run time reads.
+    generic = shape_arguments.generic_target(lo.node) \
+        if lo.node.kind() in ("aten::view", "aten::reshape") else None
     for i in range(1, lo.n_inputs()):
-        lo.shape(i)
+        lo.shape(i, pin=False)
+    if generic is None or (lo.sizes(0) == lo.out_sizes()
+                           and not shape_arguments.generic_identity(lo.node)):
+        lo.pin_shapes()
     if lo.sizes(0) == lo.out_sizes() and lo.alias_input():
         return
-    lo.emit("StaticReshape", [lo.input(0)], [lo.output()], shape=lo.out_sizes(),
-            special_zero=False)
+    if generic is None:
+        lo.emit("StaticReshape", [lo.input(0)], [lo.output()], shape=lo.out_sizes(),
+                special_zero=False)
+    else:
+        lo.emit("StaticReshape", [lo.input(0)], [lo.output()], shape=generic, special_zero=True)
 
 
 @lowering("aten::pad", static_shapes=True)
