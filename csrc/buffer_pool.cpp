@@ -7,6 +7,7 @@
 #include <malloc.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -153,11 +154,19 @@ void BufferPool::give_back(void* block) { pool().put(block); }
 
 const MemoryBudget& memory_budget() {
   static const MemoryBudget budget{
-      env_size("TORCH_GRAPHFUSE_SPECS_PER_GROUP", 16),
-      env_size("TORCH_GRAPHFUSE_WEIGHT_CACHE_MB", 1024) << 20,
+      env_size("TORCH_GRAPHFUSE_SPECS_PER_GROUP", 64),
+      env_size("TORCH_GRAPHFUSE_WEIGHT_CACHE_MB", 0) << 20,
       env_size("TORCH_GRAPHFUSE_POOL_MB", 256) << 20,
+      std::max<size_t>(1, env_size("TORCH_GRAPHFUSE_COMPILE_AT", 2)),
   };
   return budget;
+}
+
+size_t weight_budget() {
+  if (std::getenv("TORCH_GRAPHFUSE_WEIGHT_CACHE_MB") != nullptr &&
+      *std::getenv("TORCH_GRAPHFUSE_WEIGHT_CACHE_MB") != '\0')
+    return memory_budget().weight_cache_bytes;
+  return std::max(kMinWeightBudget, kWeightFactor * counters().model_weight_bytes.load());
 }
 
 c10::Allocator* buffer_pool() { return &pool(); }

@@ -209,7 +209,7 @@ bool GroupBase::admitted(Stack& stack, size_t n) {
     }
   }
   if (!guard_holds(guarded_, guard_types_, stack, n, exact_strides_)) {
-    run_respecialized(stack, n);
+    run_at_new_spec(stack, n);
     return false;
   }
   return true;
@@ -229,10 +229,11 @@ struct Respecializing {
   Respecializing& operator=(const Respecializing&) = delete;
 };
 
-// The spec a guard miss is fused again for: each input's dtype, rank, sizes and strides.
-std::vector<int64_t> spec_of(const torch::jit::Stack& stack, size_t n) {
+}  // namespace
+
+std::vector<int64_t> spec_of(c10::ArrayRef<c10::IValue> values) {
   std::vector<int64_t> spec;
-  for (const auto& iv : torch::jit::last(stack, n)) {
+  for (const auto& iv : values) {
     if (!iv.isTensor() || !iv.toTensor().defined()) {
       spec.push_back(-1);
       continue;
@@ -246,8 +247,6 @@ std::vector<int64_t> spec_of(const torch::jit::Stack& stack, size_t n) {
   }
   return spec;
 }
-
-}  // namespace
 
 bool respecializing() { return t_respecializing; }
 
@@ -265,11 +264,11 @@ void GroupBase::run_respecialized(Stack& stack, size_t n) {
   torch::jit::GraphFunction* function = nullptr;
   {
     std::lock_guard<std::mutex> lock(specs_mu_);
-    auto key = spec_of(stack, n);
+    auto key = spec_of(torch::jit::last(stack, n));
     auto found = specs_.find(key);
     const auto& budget = memory_budget();
     bool within = specs_.size() < budget.specs_per_group &&
-                  stats.respecialized_weight_bytes.load() <= budget.weight_cache_bytes;
+                  stats.respecialized_weight_bytes.load() <= weight_budget();
     if (found == specs_.end() && !within) {
       if (!logged_limit_)
         GRAPH_UPDATE(name_, ": the guard refused a new input spec past the limits; it runs ",
@@ -368,10 +367,18 @@ std::vector<at::Tensor> ViewGraph::apply(const std::vector<at::Tensor>& bases,
     spec.push_back(t.dim());
     spec.insert(spec.end(), t.sizes().begin(), t.sizes().end());
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  // A plan is a few ints per view: the bound only stops a stream of new sizes.
-  if (plans_.size() >= 1024) plans_.clear();
-  return apply(bases, shape, plans_[spec]);
+  std::shared_ptr<Plan> plan;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // A plan is a few ints per view: the bound only stops a stream of new sizes.
+    if (plans_.size() >= 1024) plans_.clear();
+    auto& slot = plans_[spec];
+    if (!slot) slot = std::make_shared<Plan>();
+    plan = slot;
+    // The spec's first call makes its plan under the lock; later calls only read it.
+    if (!plan->known) return apply(bases, shape, *plan);
+  }
+  return apply(bases, shape, *plan);
 }
 
 void GroupBase::run_fallback(Stack& stack) {

@@ -34,6 +34,13 @@ class GroupBase {
   void run_fallback(torch::jit::Stack& stack);
   // Gives the subgraph's inputs (the stack's last) the layouts eager's ops would see.
   virtual void to_eager_layouts(torch::jit::Stack& /*stack*/) {}
+  // Runs the `n` inputs at a spec the guard refused: by default the subgraph fused again
+  // for that spec (run_respecialized).
+  virtual void run_at_new_spec(torch::jit::Stack& stack, size_t n) { run_respecialized(stack, n); }
+  // A guard miss at a new input spec: the subgraph as a function of its own, which
+  // torch's profiling executor profiles at that spec and hands to the pass pipeline
+  // again (its groups then hold that spec's sizes), one per spec.
+  void run_respecialized(torch::jit::Stack& stack, size_t n);
 
   const std::shared_ptr<torch::jit::Graph> subgraph_;
   const std::string name_;
@@ -42,6 +49,7 @@ class GroupBase {
   // its own misses run unfused.
   const bool respecialized_;
   size_t finite_flags_ = 0;  // last inputs: whether each input assumed finite is (bools)
+  std::vector<c10::IValue> constant_inputs_;  // the node's constant inputs (None: not one)
 
  private:
   const bool exact_strides_;
@@ -50,15 +58,14 @@ class GroupBase {
   std::once_flag fallback_once_;
   std::unique_ptr<torch::jit::Code> fallback_;
 
-  // A guard miss at a new input spec: the subgraph as a function of its own, which
-  // torch's profiling executor profiles at that spec and hands to the pass pipeline
-  // again (its groups then hold that spec's sizes), one per spec.
-  void run_respecialized(torch::jit::Stack& stack, size_t n);
-  std::vector<c10::IValue> constant_inputs_;  // the node's constant inputs (None: not one)
   std::mutex specs_mu_;
   std::map<std::vector<int64_t>, std::unique_ptr<torch::jit::GraphFunction>> specs_;
   bool logged_limit_ = false;  // a spec refused past the limits was logged
 };
+
+// The spec of `values`: each tensor's dtype, rank, sizes and strides (and whether it
+// requires grad under grad mode), -1 for any other value.
+std::vector<int64_t> spec_of(c10::ArrayRef<c10::IValue> values);
 
 // Whether the pass pipeline runs on the subgraph of a group whose guard failed (the
 // graph it fuses then holds that spec's sizes): set while such a subgraph runs.
@@ -102,8 +109,8 @@ class ViewGraph {
  private:
   const size_t inputs_, outputs_;
   torch::jit::Code code_;
-  std::mutex mu_;  // guards plans_
-  std::map<std::vector<int64_t>, Plan> plans_;
+  std::mutex mu_;  // guards plans_, and each plan until it is known
+  std::map<std::vector<int64_t>, std::shared_ptr<Plan>> plans_;
 };
 
 inline size_t us_since(std::chrono::steady_clock::time_point start) {

@@ -17,6 +17,9 @@ namespace graphfuse {
   X(compiles, count, "partitions compiled")                                                 \
   X(cache_hits, count, "executions that reused a compiled partition")                       \
   X(fallbacks, count, "executions that ran the unfused subgraph")                           \
+  X(unseen_spec_runs, count,                                                                \
+    "of those, executions at an input spec seen fewer than TORCH_GRAPHFUSE_COMPILE_AT "      \
+    "times: it is compiled when it comes again")                                           \
   X(respecialized_runs, count,                                                              \
     "executions at input sizes the guard refused, by the subgraph fused again for them "     \
     "(its first at each spec profiles it)")                                                 \
@@ -35,7 +38,11 @@ namespace graphfuse {
   X(uncached_constant_compiles, count,                                                      \
     "int8 partitions with no constant input, compiled with oneDNN's constant cache off: "   \
     "it keys their scales and zero points by a hash that collides between partitions")     \
-  X(cached_weight_bytes, level, "constant weights bound by the cached compiled specs")      \
+  X(cached_weight_bytes, level,                                                             \
+    "constant weights bound by cached compiled partitions, once per partition (the specs "  \
+    "that share a partition share oneDNN's reordered copy)")                              \
+  X(model_weight_bytes, level,                                                              \
+    "constant weights the live oneDNN fusion groups take: the models' own")                \
   X(respecialized_weight_bytes, level,                                                      \
     "of those, the weights bound by groups fused again for a spec a guard refused")          \
   X(aged_out_buffers, count, "idle pooled buffers freed for not being reused")              \

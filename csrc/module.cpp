@@ -238,6 +238,7 @@ PYBIND11_MODULE(_C, m) {
     d["specs_per_group"] = b.specs_per_group;
     d["weight_cache_bytes"] = b.weight_cache_bytes;
     d["pool_idle_bytes"] = b.pool_idle_bytes;
+    d["compile_at"] = b.compile_at;
     return d;
   });
   m.def("_reset_kernel_stats", &reset_kernel_stats);

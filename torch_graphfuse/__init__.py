@@ -80,8 +80,10 @@ def memory_budget() -> dict[str, int]:
     """What torch_graphfuse may keep cached (README: "Memory"), as set by the
     environment when the process started: compiled input specs per fusion group
     (TORCH_GRAPHFUSE_SPECS_PER_GROUP), bytes of constant weights bound by cached
-    specs beyond each group's newest (TORCH_GRAPHFUSE_WEIGHT_CACHE_MB), and bytes of
-    idle output buffers kept for reuse (TORCH_GRAPHFUSE_POOL_MB)."""
+    partitions (TORCH_GRAPHFUSE_WEIGHT_CACHE_MB; 0 when unset: three times the weights
+    the live groups take, at least 256 MB), bytes of idle output buffers kept for reuse
+    (TORCH_GRAPHFUSE_POOL_MB), and the call of a new input spec that compiles it
+    (TORCH_GRAPHFUSE_COMPILE_AT; the calls before run unfused)."""
     return _C._memory_budget()
 
 

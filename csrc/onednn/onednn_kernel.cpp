@@ -36,25 +36,37 @@ struct SpecHash {
   size_t operator()(const SpecKey& k) const { return c10::hash<SpecKey>()(k); }
 };
 
-struct Entry {
-  Entry() = default;
-  Entry(const Entry&) = delete;
-  Entry& operator=(const Entry&) = delete;
-  ~Entry() {
-    counters().cached_weight_bytes -= weight_bytes;
-    if (respecialized) counters().respecialized_weight_bytes -= weight_bytes;
+// The constant weights one partition binds, counted in the kernel stats while a cached
+// spec compiled from it lives. oneDNN keeps one reordered copy per partition and weight
+// layout: the specs a partition serves at any sizes share it (measured: a group's RSS
+// stays flat over 14 new lengths), so they share one charge.
+struct WeightCharge {
+  WeightCharge(size_t bytes, bool respecialized) : bytes(bytes), respecialized(respecialized) {
+    counters().cached_weight_bytes += bytes;
+    if (respecialized) counters().respecialized_weight_bytes += bytes;
   }
+  ~WeightCharge() {
+    counters().cached_weight_bytes -= bytes;
+    if (respecialized) counters().respecialized_weight_bytes -= bytes;
+  }
+  WeightCharge(const WeightCharge&) = delete;
+  WeightCharge& operator=(const WeightCharge&) = delete;
+  const size_t bytes;
+  const bool respecialized;
+};
 
-  std::optional<Compiled> compiled;  // empty: this spec runs unfused
-  size_t weight_bytes = 0;           // constant inputs bound, counted in cached_weight_bytes
-  bool respecialized = false;        // and in respecialized_weight_bytes
-  std::mutex mu;                     // guards the members below
-  std::vector<dg::tensor> inputs, outputs;
+struct Entry {
+  std::optional<Compiled> compiled;        // empty: this spec runs unfused
+  std::shared_ptr<WeightCharge> weights;   // the constant inputs its partition binds
   // Per output, the input oneDNN may overwrite with it (-1: none): that
   // input's buffer becomes the output when nothing else holds it.
   std::vector<int> inplace_input;
+  std::mutex mu;  // the caller holding it binds `inputs` and `outputs`
+  std::vector<dg::tensor> inputs, outputs;
+  std::atomic<bool> executed{false};  // the first execution also prepares the constant weights
+  std::mutex tail_mu;                 // held while the first call makes `tail`
+  std::atomic<bool> tail_known{false};
   ViewGraph::Plan tail;  // the group's outputs over `outputs`, with a tail
-  bool executed = false;  // the first execution also prepares the constant weights
 };
 
 // A oneDNN Graph fusion group: compiles its partition per input spec.
@@ -103,7 +115,13 @@ class Kernel : public GroupBase {
     free_seen_.assign(desc_.inputs.size(), std::nullopt);
     if (node->hasAttribute(attr::free_layout))
       for (auto i : node->is(attr::free_layout)) free_layout_.at(i) = true;
+    // A group fused again for another spec binds the same weights: not counted twice.
+    for (const auto& value : constant_inputs_)
+      if (value.isTensor() && !respecialized_) model_weight_bytes_ += value.toTensor().nbytes();
+    counters().model_weight_bytes += model_weight_bytes_;
   }
+
+  ~Kernel() override { counters().model_weight_bytes -= model_weight_bytes_; }
 
   void run(Stack& stack) {
     RECORD_FUNCTION(name_, c10::ArrayRef<const c10::IValue>{});
@@ -145,7 +163,7 @@ class Kernel : public GroupBase {
       }
     }
     auto entry = lookup(inputs, strides, layouts, given, shape);
-    if (!entry->compiled) {
+    if (!entry || !entry->compiled) {
       ++counters().fallbacks;
       return run_fallback(stack);
     }
@@ -233,15 +251,31 @@ class Kernel : public GroupBase {
       lru_.splice(lru_.begin(), lru_, it->second.second);
       ++counters().cache_hits;
     } else {
+      // A spec other than the profiled one is compiled when it comes again: a stream of
+      // sizes that never repeat runs as ATen would, and pays no compile per call.
+      size_t compile_at = memory_budget().compile_at;
+      if (compile_at > 1 && !at_profiled_sizes(inputs)) {
+        if (sightings_.size() >= kSightings) sightings_.clear();
+        if (++sightings_[key] < compile_at) {
+          ++counters().unseen_spec_runs;
+          return nullptr;
+        }
+        sightings_.erase(key);
+      }
       lru_.push_front(key);
       auto entry = std::make_shared<Entry>();
       compile(*entry, inputs, strides, layouts, given);
       it = cache_.emplace(key, std::make_pair(std::move(entry), lru_.begin())).first;
       // The newest spec always stays; older ones go, least recently used
-      // first, past the per-group count or the weight budget of all groups.
+      // first, past the per-group count, or past the weight budget of all groups
+      // where dropping the spec frees the weights its partition alone binds.
       const auto& budget = memory_budget();
-      while (cache_.size() > 1 && (cache_.size() > budget.specs_per_group ||
-                                   counters().cached_weight_bytes.load() > budget.weight_cache_bytes)) {
+      while (cache_.size() > 1) {
+        const auto& oldest = cache_.at(lru_.back()).first;
+        bool frees = oldest->weights && oldest->weights.use_count() == 1;
+        if (cache_.size() <= budget.specs_per_group &&
+            !(frees && counters().cached_weight_bytes.load() > weight_budget()))
+          break;
         cache_.erase(lru_.back());
         lru_.pop_back();
         ++counters().evictions;
@@ -384,11 +418,8 @@ class Kernel : public GroupBase {
       return;
     }
     GRAPH_DEBUG(name_, ": compiled a partition of ", desc_.ops.size(), " ops in ", us, " us");
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (desc_.tensors.at(desc_.inputs[i]).constant) entry.weight_bytes += inputs[i].nbytes();
-    counters().cached_weight_bytes += entry.weight_bytes;
-    entry.respecialized = respecialized_;
-    if (respecialized_) counters().respecialized_weight_bytes += entry.weight_bytes;
+    entry.weights = charge(inputs, profiled ? (prepared_ ? &prepared_charge_ : nullptr)
+                                            : (generic_ ? &generic_charge_ : nullptr));
     for (const auto& lt : compiled->inputs) entry.inputs.emplace_back(lt, cpu_engine(), nullptr);
     for (const auto& lt : compiled->outputs) entry.outputs.emplace_back(lt, cpu_engine(), nullptr);
     entry.inplace_input = inplace_inputs(*compiled);
@@ -397,6 +428,29 @@ class Kernel : public GroupBase {
         GRAPH_DEBUG(name_, ": output ", o, " may be written over input ", entry.inplace_input[o],
                     " when nothing else holds it");
     entry.compiled = std::move(compiled);
+  }
+
+  // Under mu_: the charge for the constant inputs of a partition, shared by the specs that
+  // compile it (`shared`: the kernel's own partition for the profiled sizes, or the one
+  // for any sizes), or one of its own for a partition found for one spec.
+  std::shared_ptr<WeightCharge> charge(const std::vector<at::Tensor>& inputs,
+                                       std::weak_ptr<WeightCharge>* shared) {
+    if (shared)
+      if (auto held = shared->lock()) return held;
+    size_t bytes = 0;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (desc_.tensors.at(desc_.inputs[i]).constant) bytes += inputs[i].nbytes();
+    if (bytes == 0) return nullptr;
+    auto made = std::make_shared<WeightCharge>(bytes, respecialized_);
+    if (shared) *shared = made;
+    return made;
+  }
+
+  bool at_profiled_sizes(const std::vector<at::Tensor>& inputs) const {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].sizes() != c10::IntArrayRef(desc_.tensors.at(desc_.inputs[i]).dims))
+        return false;
+    return true;
   }
 
   // Under mu_: the group's partition for any input sizes, found once.
@@ -481,54 +535,77 @@ class Kernel : public GroupBase {
                                              to_scalar_type(lt.get_data_type()));
   }
 
+  // Concurrent callers of one spec do not wait for each other: the caller that finds the
+  // entry's tensor handles taken binds handles of its own (a few allocations, against a
+  // whole partition's execute held up). Only the first execution, which prepares the
+  // constant weights, is waited for.
   void execute(Entry& entry, std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& shape,
                Stack& stack) {
     const auto& c = *entry.compiled;
     std::vector<at::Tensor> outputs;
     outputs.reserve(c.outputs.size());
+    thread_local dnnl::stream stream(cpu_engine());
+    std::unique_lock<std::mutex> lock(entry.mu, std::try_to_lock);
+    bool first = !entry.executed.load(std::memory_order_acquire);
+    if (!lock.owns_lock() && first) {
+      lock.lock();
+      first = !entry.executed.load(std::memory_order_relaxed);
+    }
+    std::vector<dg::tensor> own_inputs, own_outputs;
+    if (!lock.owns_lock()) {
+      for (const auto& lt : c.inputs) own_inputs.emplace_back(lt, cpu_engine(), nullptr);
+      for (const auto& lt : c.outputs) own_outputs.emplace_back(lt, cpu_engine(), nullptr);
+    }
+    auto& bound_inputs = lock.owns_lock() ? entry.inputs : own_inputs;
+    auto& bound_outputs = lock.owns_lock() ? entry.outputs : own_outputs;
+    // Only the first execution is timed: no clock read on later calls.
+    auto start = first ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    for (size_t o = 0; o < c.outputs.size(); ++o) {
+      int i = entry.inplace_input[o];
+      if (i >= 0 && inputs[i].defined() && exclusively_held(inputs[i])) {
+        // Moved out of `inputs`, so no other output takes it as well.
+        outputs.push_back(std::move(inputs[i]));
+        bound_inputs[i].set_data_handle(outputs.back().data_ptr());
+        ++counters().inplace_outputs;
+      } else {
+        outputs.push_back(output_buffer(c.outputs[o]));
+      }
+    }
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].defined()) bound_inputs[i].set_data_handle(inputs[i].data_ptr());
+    for (size_t i = 0; i < outputs.size(); ++i) bound_outputs[i].set_data_handle(outputs[i].data_ptr());
     {
-      thread_local dnnl::stream stream(cpu_engine());
-      std::lock_guard<std::mutex> lock(entry.mu);
-      // Only the first execution is timed: no clock read on later calls.
-      auto start = entry.executed ? std::chrono::steady_clock::time_point{}
-                                  : std::chrono::steady_clock::now();
-      for (size_t o = 0; o < c.outputs.size(); ++o) {
-        int i = entry.inplace_input[o];
-        if (i >= 0 && inputs[i].defined() && exclusively_held(inputs[i])) {
-          // Moved out of `inputs`, so no other output takes it as well.
-          outputs.push_back(std::move(inputs[i]));
-          entry.inputs[i].set_data_handle(outputs.back().data_ptr());
-          ++counters().inplace_outputs;
-        } else {
-          outputs.push_back(output_buffer(c.outputs[o]));
-        }
+      auto cache = constant_cache_in_use();
+      std::optional<DenormalsFlushed> flushed;
+      if (flush_denormals_) {
+        flushed.emplace();
+        ++counters().flushed_runs;
       }
-      for (size_t i = 0; i < inputs.size(); ++i)
-        if (inputs[i].defined()) entry.inputs[i].set_data_handle(inputs[i].data_ptr());
-      for (size_t i = 0; i < outputs.size(); ++i) entry.outputs[i].set_data_handle(outputs[i].data_ptr());
-      {
-        auto cache = constant_cache_in_use();
-        std::optional<DenormalsFlushed> flushed;
-        if (flush_denormals_) {
-          flushed.emplace();
-          ++counters().flushed_runs;
-        }
-        if (entry.executed) {
-          c.partition.execute(stream, entry.inputs, entry.outputs);
-        } else {
-          // The first execution also reorders the constant weights, which oneDNN caches.
-          RECORD_FUNCTION("graphfuse::first_run", c10::ArrayRef<const c10::IValue>{});
-          c.partition.execute(stream, entry.inputs, entry.outputs);
-        }
-        stream.wait();
+      if (first) {
+        // The first execution also reorders the constant weights, which oneDNN caches.
+        RECORD_FUNCTION("graphfuse::first_run", c10::ArrayRef<const c10::IValue>{});
+        c.partition.execute(stream, bound_inputs, bound_outputs);
+      } else {
+        c.partition.execute(stream, bound_inputs, bound_outputs);
       }
-      if (!entry.executed) {
-        entry.executed = true;
-        auto us = us_since(start);
-        counters().first_run_us += us;
-        GRAPH_DEBUG(name_, ": first execution (constant weights prepared) in ", us, " us");
+      stream.wait();
+    }
+    if (first) {
+      auto us = us_since(start);
+      counters().first_run_us += us;
+      GRAPH_DEBUG(name_, ": first execution (constant weights prepared) in ", us, " us");
+      entry.executed.store(true, std::memory_order_release);
+    }
+    if (lock.owns_lock()) lock.unlock();
+    if (tail_) {
+      // A known plan is only read; the first call of the spec makes it, under tail_mu.
+      if (entry.tail_known.load(std::memory_order_acquire)) {
+        outputs = tail_->apply(outputs, shape, entry.tail);
+      } else {
+        std::lock_guard<std::mutex> made(entry.tail_mu);
+        outputs = tail_->apply(outputs, shape, entry.tail);
+        entry.tail_known.store(entry.tail.known, std::memory_order_release);
       }
-      if (tail_) outputs = tail_->apply(outputs, shape, entry.tail);
     }
     ++counters().fused_runs;
     for (auto& t : outputs) stack.emplace_back(std::move(t));
@@ -550,11 +627,16 @@ class Kernel : public GroupBase {
   std::unique_ptr<ViewGraph> head_;  // views of its inputs the description reads, if any
   std::unique_ptr<ViewGraph> tail_;  // views of the description's outputs it outputs, if any
   bool generic_tried_ = false;
+  size_t model_weight_bytes_ = 0;  // the node's constant tensor inputs
+  std::weak_ptr<WeightCharge> prepared_charge_, generic_charge_;
   std::mutex mu_;
   std::list<SpecKey> lru_;
   std::unordered_map<SpecKey, std::pair<std::shared_ptr<Entry>, std::list<SpecKey>::iterator>,
                      SpecHash>
       cache_;
+  // Specs not compiled yet, with the calls seen (at most kSightings, then counted anew).
+  static constexpr size_t kSightings = 4096;
+  std::unordered_map<SpecKey, size_t, SpecHash> sightings_;
   std::shared_ptr<Entry> last_;  // the spec of the previous call, checked first
   SpecKey last_key_;
   bool recorded_ = false;  // the first spec run unfused went to the report

@@ -73,16 +73,17 @@ def test_a_spec_the_guard_refuses_logs_that_it_is_fused_again() -> None:
     script = """
 import torch, torch_graphfuse
 from torch_graphfuse.testing import runner
-class Heads(torch.nn.Module):
+import torch.nn.functional as F
+class Padded(torch.nn.Module):  # padded to whole windows: zero at the profiled width only
     def __init__(self):
         super().__init__()
-        self.proj = torch.nn.Linear(16, 16)
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
     def forward(self, x):
-        return self.proj(x).view(x.size(0), x.size(1), 4, 4).transpose(1, 2)
-module, _, _ = runner.fused(Heads(), [torch.randn(1, 8, 16)])
+        return F.pad(torch.relu(self.conv(x)), (0, (4 - x.size(3) % 4) % 4))
+module, _, _ = runner.fused(Padded(), [torch.randn(1, 3, 8, 8)])
 with torch.no_grad(), torch_graphfuse.fuser():
-    for n in [5, 5, 6, 6, 7, 7]:
-        module(torch.randn(1, n, 16))
+    for n in [12, 12, 16, 16, 20, 20]:
+        module(torch.randn(1, 3, n, n))
 """
     env = dict(os.environ, PYTORCH_JIT_LOG_LEVEL=">fusion_group",
                TORCH_GRAPHFUSE_SPECS_PER_GROUP="2")

@@ -32,34 +32,51 @@ def run_in_subprocess(code: str, **env: str) -> dict:
 
 
 def test_default_budget_is_documented() -> None:
-    budget = torch_graphfuse.memory_budget()
-    assert budget == {"specs_per_group": 16, "weight_cache_bytes": 1024 * MB,
-                      "pool_idle_bytes": 256 * MB}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_GRAPHFUSE_")}
+    result = subprocess.run(
+        [sys.executable, "-c", "import json, torch_graphfuse; "
+                               "print(json.dumps(torch_graphfuse.memory_budget()))"],
+        capture_output=True, text=True, env=env, timeout=120, check=True)
+    budget = json.loads(result.stdout.strip().splitlines()[-1])
+    assert budget == {"specs_per_group": 64, "weight_cache_bytes": 0,
+                      "pool_idle_bytes": 256 * MB, "compile_at": 2}
 
 
-def test_weight_cache_is_bounded_under_batch_size_churn() -> None:
-    # Each compiled spec binds its own reordered copy of the 1 MB weights:
-    # 80 batch sizes cycled used to add ~160 MB per cycle, forever.
-    stats = run_in_subprocess("""
-        import json, os, torch, torch_graphfuse
-        from torch import nn
-        from torch_graphfuse.testing import runner
-        def rss():
-            return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
-        m = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512)).eval()
-        mod = runner.freeze(m, [torch.randn(8, 512)])
-        after = []
-        with torch.no_grad(), torch_graphfuse.fuser():
-            for cycle in range(3):
-                for b in range(1, 41):
-                    x = torch.randn(b, 512)
-                    torch.testing.assert_close(mod(x), m(x), rtol=1e-4, atol=1e-5)
-                after.append(rss())
-        print(json.dumps({"rss": after, **torch_graphfuse.kernel_stats()}))
-    """, TORCH_GRAPHFUSE_SPECS_PER_GROUP="4", TORCH_GRAPHFUSE_WEIGHT_CACHE_MB="8")
+_BATCH_CHURN = """
+    import json, os, torch, torch_graphfuse
+    from torch import nn
+    from torch_graphfuse.testing import runner
+    def rss():
+        return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+    m = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512)).eval()
+    mod = runner.freeze(m, [torch.randn(8, 512)])
+    after = []
+    with torch.no_grad(), torch_graphfuse.fuser():
+        for cycle in range(3):
+            for b in range(1, 41):
+                x = torch.randn(b, 512)
+                torch.testing.assert_close(mod(x), m(x), rtol=1e-4, atol=1e-5)
+            after.append(rss())
+    print(json.dumps({"rss": after, **torch_graphfuse.kernel_stats()}))
+"""
+
+
+def test_specs_of_other_sizes_share_their_partitions_weights() -> None:
+    # 40 batch sizes cycled: every spec but the profiled one compiles the group's partition
+    # for any sizes, whose reordered weights oneDNN keeps once. Each group binds its 1 MB
+    # twice (profiled and any sizes) however many specs it holds, and memory stays flat.
+    stats = run_in_subprocess(_BATCH_CHURN)
+    assert stats["evictions"] == 0
+    assert stats["model_weight_bytes"] < 2.1 * MB
+    assert stats["cached_weight_bytes"] <= 2 * stats["model_weight_bytes"]
+    assert stats["rss"][2] - stats["rss"][1] < 20, stats["rss"]
+
+
+def test_spec_count_bounds_the_compile_cache_under_churn() -> None:
+    # Past 4 specs per group the least recently used go; the weights they share stay bound.
+    stats = run_in_subprocess(_BATCH_CHURN, TORCH_GRAPHFUSE_SPECS_PER_GROUP="4")
     assert stats["evictions"] > 0
-    # Two groups, each its newest spec (1 MB of weights) plus the 8 MB budget.
-    assert stats["cached_weight_bytes"] <= (8 + 2 * 1) * MB + 4 * MB
+    assert stats["cached_weight_bytes"] <= 2 * stats["model_weight_bytes"]
     assert stats["rss"][2] - stats["rss"][1] < 20, stats["rss"]
 
 
@@ -141,40 +158,43 @@ def test_release_buffers_gives_memory_back_to_the_system() -> None:
     assert rss_mb() < before
 
 
-_PINNED_HEADS = """
+_PINNED_PADDING = """
     import json, torch, torch_graphfuse
     from torch import nn
     from torch_graphfuse.testing import runner
-    class Heads(nn.Module):
+    import torch.nn.functional as F
+    # Padded to whole windows of 4 (Swin): zero at the profiled width, which the group of
+    # the convolution and its padding holds.
+    class Padded(nn.Module):
         def __init__(self):
             super().__init__()
-            self.proj = nn.Linear(64, 64)
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
         def forward(self, x):
-            return self.proj(x).view(x.size(0), x.size(1), 4, 16).transpose(1, 2)
-    m = Heads().eval()
-    mod, _, graph = runner.fused(m, [torch.randn(1, 8, 64)])
+            return F.pad(torch.relu(self.conv(x)), (0, (4 - x.size(3) % 4) % 4))
+    m = Padded().eval()
+    mod, _, graph = runner.fused(m, [torch.randn(1, 3, 8, 8)])
     assert [g.i("static_shapes") for g in runner.fusion_groups(graph)] == [1]
     torch_graphfuse.reset_kernel_stats()
     with torch.no_grad(), torch_graphfuse.fuser():
-        for n in [5, 5, 6, 6, 7, 7, 9, 9]:
-            x = torch.randn(1, n, 64)
+        for n in [12, 12, 16, 16, 20, 20, 24, 24]:
+            x = torch.randn(1, 3, n, n)
             torch.testing.assert_close(mod(x), m(x), rtol=1e-4, atol=1e-5)
     print(json.dumps(torch_graphfuse.kernel_stats()))
 """
 
 
 def test_sizes_the_guard_refuses_are_fused_again_up_to_the_specs_per_group() -> None:
-    # The group's reshape target comes from its sizes: each new length is fused again
-    # (its first call profiles, its second runs fused), 5 and 6 within the 2 specs per
-    # group; 7 and 9 run unfused.
-    stats = run_in_subprocess(_PINNED_HEADS, TORCH_GRAPHFUSE_SPECS_PER_GROUP="2")
+    # The group holds the profiled sizes: each new size is fused again
+    # (its first call profiles, its second runs fused), 12 and 16 within the 2 specs per
+    # group; 20 and 24 run unfused.
+    stats = run_in_subprocess(_PINNED_PADDING, TORCH_GRAPHFUSE_SPECS_PER_GROUP="2")
     assert stats["respecialized_runs"] == 4 and stats["fused_runs"] == 2
     assert stats["fallbacks"] == 4
 
 
 def test_sizes_the_guard_refuses_run_unfused_once_the_weights_pass_their_budget() -> None:
     # The model's own weights do not count: with a budget of 0, the first length is fused
-    # again; its weights then pass the budget, and 6, 7 and 9 run unfused.
-    stats = run_in_subprocess(_PINNED_HEADS, TORCH_GRAPHFUSE_WEIGHT_CACHE_MB="0")
+    # again; its weights then pass the budget, and 16, 20 and 24 run unfused.
+    stats = run_in_subprocess(_PINNED_PADDING, TORCH_GRAPHFUSE_WEIGHT_CACHE_MB="0")
     assert stats["respecialized_runs"] == 2 and stats["fallbacks"] == 6
     assert stats["respecialized_weight_bytes"] > 0

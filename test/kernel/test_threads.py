@@ -36,3 +36,27 @@ def test_concurrent_calls() -> None:
     with torch.no_grad():
         for x, out in zip(inputs, outs, strict=True):
             torch.testing.assert_close(out, model(x))
+
+
+def test_eight_callers_of_one_module_get_bit_identical_results() -> None:
+    # Servers share one module between callers of one intra-op thread each: results equal,
+    # to the bit, those of the same calls made one after another.
+    model = Block().eval()
+    module, _, _ = runner.fused(model, [torch.randn(2, 4, 12, 12)])
+    inputs = [torch.randn(batch, 4, 12, 12) for batch in (2, 2, 1, 2) * 16]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad(), torch_graphfuse.fuser():
+            alone = [module(x) for x in inputs]
+
+        def call(x: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad(), torch_graphfuse.fuser():
+                return module(x)
+
+        with ThreadPoolExecutor(8) as pool:
+            together = list(pool.map(call, inputs))
+    finally:
+        torch.set_num_threads(threads)
+    for a, b in zip(alone, together, strict=True):
+        assert torch.equal(a, b)
