@@ -2,8 +2,9 @@
 
 A fixed-seed slice of torch_graphfuse.testing.fuzz's generator runs in the normal
 test suite, and smaller ones of its quantized mode (PT2E int8 programs) and of graphs
-that start with multi-head attention; `GRAPHFUSE_FUZZ_EXAMPLES=N`,
-`GRAPHFUSE_FUZZ_QUANTIZED_EXAMPLES=N` and `GRAPHFUSE_FUZZ_ATTENTION_EXAMPLES=N` raise the
+that start with multi-head attention, and of graphs called at several sizes (a serving
+stream); `GRAPHFUSE_FUZZ_EXAMPLES=N`, `GRAPHFUSE_FUZZ_QUANTIZED_EXAMPLES=N`,
+`GRAPHFUSE_FUZZ_ATTENTION_EXAMPLES=N` and `GRAPHFUSE_FUZZ_SIZES_EXAMPLES=N` raise the
 number of graphs per dtype (the CLI, `python -m torch_graphfuse.testing.fuzz
 [--quantized]`, is the long mode). A failure
 reports the program as Python, its inputs and what differed, as drawn and as
@@ -30,6 +31,7 @@ from torch_graphfuse.testing import fuzz
 EXAMPLES = int(os.environ.get("GRAPHFUSE_FUZZ_EXAMPLES", "800"))
 QUANTIZED_EXAMPLES = int(os.environ.get("GRAPHFUSE_FUZZ_QUANTIZED_EXAMPLES", "60"))
 ATTENTION_EXAMPLES = int(os.environ.get("GRAPHFUSE_FUZZ_ATTENTION_EXAMPLES", "80"))
+SIZES_EXAMPLES = int(os.environ.get("GRAPHFUSE_FUZZ_SIZES_EXAMPLES", "60"))
 # Seeds by default: hypothesis shrinks a seed in a few steps (what it reports is
 # then reduced by the fuzzer's minimizer); its shrink phase also keeps it looking
 # for other kinds of failure after the first.
@@ -63,6 +65,18 @@ def test_fused_attention_blocks_match_eager(dtype: str, data: st.DataObject) -> 
     """Graphs that start with multi-head attention: every mask and bias form, GQA, causal,
     the softmax in fp32 under autocast (the CLI's --anchor attention)."""
     check_drawn(data.draw(fuzz.cases(dtype, structural=SHRINK, anchor="attention"),
+                          label="case"))
+
+
+@pytest.mark.parametrize("anchor", [None, "attention"])
+@settings(derandomize=True, max_examples=SIZES_EXAMPLES, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_fused_matches_eager_at_every_size_of_a_stream(anchor: str | None,
+                                                       data: st.DataObject) -> None:
+    """Each graph called at its second shape and three further sizes (batch sizes, lengths,
+    image sizes), each twice (the CLI's --sizes 3)."""
+    check_drawn(data.draw(fuzz.cases("fp32", structural=SHRINK, anchor=anchor, sizes=3),
                           label="case"))
 
 

@@ -23,7 +23,8 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
     indices = [args.index] if args.index is not None else \
         range(args.start, args.start + args.graphs)
     return [Task(i, dtypes[i % len(dtypes)], args.seed, backend=args.backend,
-                 quantized=args.quantized, anchor=args.anchor) for i in indices]
+                 quantized=args.quantized, anchor=args.anchor, sizes=args.sizes)
+            for i in indices]
 
 
 def _single(task: Task) -> int:
@@ -58,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--anchor", choices=sorted(fuzz.FOCUSED_ANCHORS),
                     help="start every graph with this block (attention: multi-head attention "
                          "with every mask form)")
+    ap.add_argument("--sizes", type=int, default=0,
+                    help="call each graph at this many further sizes after its second shape "
+                         "(batch sizes, lengths, image sizes: a serving stream)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     ap.add_argument("--start", type=int, default=0, help="first graph index")
     ap.add_argument("--index", type=int, help="run one graph here and print it")
@@ -84,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(summary.progress(len(tasks)), flush=True)
     try:
         pool.run(tasks, on_report)
-        minimized = _minimize_some(pool, summary, args.minimize, args.backend, args.anchor)
+        minimized = _minimize_some(pool, summary, args.minimize, args.backend, args.anchor,
+                                   args.sizes)
     finally:
         pool.close()
     print(summary.render(minimized))
@@ -92,11 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _minimize_some(pool: Pool, summary: Summary, per_cause: int, backend: str,
-                   anchor: str | None) -> dict[tuple[str, int], str]:
+                   anchor: str | None, sizes: int) -> dict[tuple[str, int], str]:
     """Minimize the first `per_cause` failures of each cause (not crashes: each
     candidate would take a worker down)."""
     tasks = [Task(r.index, "fp32" if r.dtype == "int8" else r.dtype, summary.seed, cause,
-                  backend, quantized=r.dtype == "int8", anchor=anchor)
+                  backend, quantized=r.dtype == "int8", anchor=anchor, sizes=sizes)
              for cause, group in summary.failures().items()
              for r in [r for r in group if not r.crashed][:per_cause]]
     found: dict[tuple[str, int], str] = {}

@@ -7,6 +7,7 @@ hypothesis strategy.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import torch
 
 from torch_graphfuse.testing.fuzz.builder import Gen
+from torch_graphfuse.testing.fuzz.inputs import more_sizes
 from torch_graphfuse.testing.fuzz.propose_attention import p_attention_block
 from torch_graphfuse.testing.fuzz.propose_layers import (
     p_addmm,
@@ -118,12 +120,14 @@ FOCUSED_ANCHORS: dict[str, tuple[Callable[[Gen], int | None], str]] = {
 
 
 def generate(c: Chooser, dtype: str = "fp32", max_steps: int = 10,
-             quantized: bool = False, anchor: str | None = None) -> Case:
+             quantized: bool = False, anchor: str | None = None, sizes: int = 0) -> Case:
     """A random valid case (a program with at least one op, on input-dependent outputs).
     It starts with an op that fusion groups form around more often than not, or with
     the block `anchor` names (FOCUSED_ANCHORS) where it fits the inputs.
     quantized (fp32 only): in PT2E's form (propose_quantized), ending on a
-    quantized grid about half the time."""
+    quantized grid about half the time. sizes: further sizes each input is called at
+    after its second shape (inputs.more_sizes), drawn last: the graph is the one drawn
+    without them."""
     if quantized and dtype != "fp32":
         raise ValueError("quantized mode is fp32")
     anchors, proposers = (Q_ANCHORS, Q_PROPOSERS) if quantized else (ANCHORS, PROPOSERS)
@@ -145,22 +149,26 @@ def generate(c: Chooser, dtype: str = "fp32", max_steps: int = 10,
         outputs = _outputs(g)
         if not outputs:  # nothing input-dependent fitted: a relu always does
             outputs = [g.emit(Op("relu", (0,)))]  # type: ignore[list-item]
-        return g.case(outputs)
+        case = g.case(outputs)
+    if sizes:
+        case = dataclasses.replace(case, inputs=more_sizes(c, case.inputs, sizes))
+    return case
 
 
 def cases(dtype: str, structural: bool = False, max_steps: int = 10,
-          quantized: bool = False, anchor: str | None = None) -> Any:
+          quantized: bool = False, anchor: str | None = None, sizes: int = 0) -> Any:
     """A hypothesis strategy over the same generator: by default a drawn seed for
     the CLI's chooser (the CLI's mix of graphs); structural, every choice is
     drawn, so that hypothesis shrinks the program itself (its bias toward small
     draws makes smaller graphs that fuse less often)."""
     from hypothesis import strategies as st
 
-    mode = ("int8" if quantized else dtype) + (f":{anchor}" if anchor else "")
+    mode = ("int8" if quantized else dtype) + (f":{anchor}" if anchor else "") + \
+        (f":sizes{sizes}" if sizes else "")
 
     @st.composite  # hypothesis prints what a composite returns: the Case
     def strategy(draw: Callable[[Any], Any]) -> Case:
         c: Chooser = DrawChooser(draw) if structural else \
             RandomChooser(f"hypothesis:{draw(st.integers(0, 2**32 - 1))}:{mode}")
-        return generate(c, dtype, max_steps, quantized, anchor)
+        return generate(c, dtype, max_steps, quantized, anchor, sizes)
     return strategy()

@@ -8,6 +8,7 @@ identical tensors from a case for each call (each call mutates its own copy).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -39,9 +40,11 @@ def _base(shape: tuple[int, ...], layout: str, g: torch.Generator) -> Tensor:
     return torch.randn(shape, generator=g)
 
 
-def make_input(spec: Input, second: bool, seed: int, profiling: bool = False) -> Tensor:
-    shape = spec.shape2 if second and spec.shape2 is not None else spec.shape
-    layout = spec.layout2 if second and spec.layout2 is not None else spec.layout
+def make_input(spec: Input, call: int, seed: int, profiling: bool = False) -> Tensor:
+    """The input at call `call`'s shape: 0 the profiled, 1 the second, k >= 2 `more[k - 2]`."""
+    shape = spec.more[call - 2] if call >= 2 else \
+        spec.shape2 if call == 1 and spec.shape2 is not None else spec.shape
+    layout = spec.layout2 if call >= 1 and spec.layout2 is not None else spec.layout
     t = _base(tuple(shape), layout, torch.Generator().manual_seed(seed))
     n = t.numel()
     for pos, what in spec.specials:
@@ -51,9 +54,10 @@ def make_input(spec: Input, second: bool, seed: int, profiling: bool = False) ->
     return t
 
 
-def make_inputs(case: Case, second: bool = False, profiling: bool = False) -> list[Tensor]:
-    """Fresh inputs, identical each time (each call mutates its own copy)."""
-    return [make_input(spec, second, case.data_seed * 16 + i + (8 if second else 0), profiling)
+def make_inputs(case: Case, call: int = 0, profiling: bool = False) -> list[Tensor]:
+    """Fresh inputs, identical each time (each call mutates its own copy); `call` as in
+    make_input (a bool: the second shape or not)."""
+    return [make_input(spec, int(call), case.data_seed * 16 + i + 8 * int(call), profiling)
             for i, spec in enumerate(case.inputs)]
 
 
@@ -65,6 +69,8 @@ def describe_input(spec: Input) -> str:
             text += " (after profiling)"
     if spec.shape2 is not None:
         text += f"; new shape {tuple(spec.shape2)}"
+    if spec.more:
+        text += "; then " + ", ".join(str(tuple(m)) for m in spec.more)
     if spec.layout2 is not None:
         text += f"; then {spec.layout2}"
     return text
@@ -96,13 +102,16 @@ def _main_shape(c: Chooser, family: str | None = None
 
 
 def _second_shape(c: Chooser, shape: tuple[int, ...], family: str) -> tuple[int, ...] | None:
-    """Another batch size, or for images another spatial size too."""
+    """Another batch size, or for images another spatial size too, for sequences another
+    length (a server's next request)."""
     if len(shape) < 2 or not chance(c, 0.7):
         return None
     new = list(shape)
     new[0] = choice(c, [x for x in (1, 2, 3, 4) if x != shape[0]])
     if family == "image" and chance(c, 0.4):
         new[2], new[3] = c.integer(1, 9), c.integer(1, 9)
+    if family == "seq" and chance(c, 0.4):
+        new[1] = c.integer(1, 8)
     return tuple(new) if math.prod(new) <= MAX_INPUT_NUMEL else None
 
 
@@ -150,3 +159,27 @@ def gen_inputs(c: Chooser, family: str | None = None) -> list[Input]:
         inputs.append(Input(s, s2, layout, specials, late,
                             layout2 if layout2 != layout else None))
     return inputs
+
+
+def more_sizes(c: Chooser, inputs: list[Input], n: int) -> list[Input]:
+    """The inputs with `n` further shapes each, as a serving stream brings them: every dim the
+    second shape changed takes new sizes, the same for every input that has that dim (dims
+    counted from the last, as they broadcast); an input without a second shape keeps its
+    own."""
+    changed = {(len(i.shape) - d, i.shape[d], i.shape2[d]) for i in inputs
+               if i.shape2 is not None and len(i.shape2) == len(i.shape)
+               for d in range(len(i.shape)) if i.shape[d] != i.shape2[d]}
+    def at(i: Input, new: dict[tuple[int, int, int], int]) -> tuple[int, ...]:
+        if i.shape2 is None or len(i.shape2) != len(i.shape):
+            return i.shape
+        return tuple(new[(len(i.shape) - d, i.shape[d], i.shape2[d])]
+                     if i.shape[d] != i.shape2[d] else i.shape[d] for d in range(len(i.shape)))
+
+    sizes = []
+    for _ in range(n):
+        new = {key: c.integer(1, max(key[1], key[2]) + 4) for key in sorted(changed)}
+        shapes = [at(i, new) for i in inputs]
+        if all(math.prod(s) <= MAX_INPUT_NUMEL for s in shapes):
+            sizes.append(shapes)
+    return [dataclasses.replace(i, more=tuple(s[k] for s in sizes))
+            for k, i in enumerate(inputs)]

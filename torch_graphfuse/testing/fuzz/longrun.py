@@ -34,6 +34,7 @@ class Task:
     backend: str = "onednn"  # or "cudnn": its partitioner and lowering, simulated on CPU
     quantized: bool = False  # PT2E int8 programs (fp32)
     anchor: str | None = None  # every graph starts with this block (generate.FOCUSED_ANCHORS)
+    sizes: int = 0  # further sizes each graph is called at (the sizes mode)
 
     @property
     def mode(self) -> str:
@@ -63,12 +64,13 @@ class Report:
 def case_for(task: Task) -> Case:
     seed = f"{task.seed}:{task.index}:{task.mode}" + (f":{task.anchor}" if task.anchor else "")
     return generate(RandomChooser(seed), task.dtype, quantized=task.quantized,
-                    anchor=task.anchor)
+                    anchor=task.anchor, sizes=task.sizes)
 
 
 def rerun_flags(task: Task) -> str:
     flags = "--quantized" if task.mode == "int8" else f"--dtype {task.mode}"
-    return flags + (f" --anchor {task.anchor}" if task.anchor else "")
+    return flags + (f" --anchor {task.anchor}" if task.anchor else "") + \
+        (f" --sizes {task.sizes}" if task.sizes else "")
 
 
 def backend(name: str) -> contextlib.AbstractContextManager[None]:

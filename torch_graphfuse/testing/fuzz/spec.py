@@ -26,8 +26,9 @@ SPECIALS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 @dataclass
 class Input:
     """A graph input: its shape at the profiled calls and (if any) at the second
-    call, its memory layout (and another at the second call: `layout2`), and NaN/inf
-    written at flat positions (in every call, or only after profiling: `late`)."""
+    call, its memory layout (and another at the second call: `layout2`), NaN/inf
+    written at flat positions (in every call, or only after profiling: `late`), and its
+    shapes at the further sizes a serving stream brings (`more`, the sizes mode)."""
 
     shape: tuple[int, ...]
     shape2: tuple[int, ...] | None = None
@@ -35,6 +36,7 @@ class Input:
     specials: tuple[tuple[int, str], ...] = ()
     late: bool = False
     layout2: str | None = None
+    more: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass
@@ -58,6 +60,22 @@ class Case:
     @property
     def has_second(self) -> bool:
         return any(i.shape2 is not None or i.layout2 is not None for i in self.inputs)
+
+    @property
+    def sizes(self) -> int:
+        """The further sizes each input has (the sizes mode)."""
+        return min((len(i.more) for i in self.inputs), default=0)
+
+    def calls(self) -> list[tuple[str, int]]:
+        """The calls compared with eager after profiling: (name, which shape: 0 the
+        profiled, 1 the second, k >= 2 the further size k - 2). Each new size is called
+        twice: a group compiles it (or fuses it again) at its first or second call."""
+        calls = [("call 3", 0)]
+        if self.has_second:
+            calls += [("new shape", 1), ("new shape again", 1)]
+        for k in range(self.sizes):
+            calls += [(f"size {k + 3}", k + 2), (f"size {k + 3} again", k + 2)]
+        return calls
 
 
 def value_name(case_inputs: int, index: int) -> str:
