@@ -35,6 +35,17 @@ def json_child(command: Callable[[Path], Sequence[str]], env: Mapping[str, str] 
         return json.loads(path.read_text())
 
 
+def json_child_or_why(command: Callable[[Path], Sequence[str]], timeout: float) -> Any:
+    """json_child's result, with a child's {"failure": why} as `why`; or why it gave none."""
+    try:
+        data = json_child(command, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"stopped after {timeout:.0f} s"
+    except subprocess.CalledProcessError as error:
+        return f"its process failed (exit {error.returncode})"
+    return data["failure"] if isinstance(data, dict) and "failure" in data else data
+
+
 def encode(result: Any) -> str:
     """A result line's JSON: the measurement's fields, or why it failed."""
     return json.dumps({"failed": result} if isinstance(result, str) else dataclasses.asdict(result))

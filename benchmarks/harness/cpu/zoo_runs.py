@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +16,7 @@ from torch_graphfuse import last_report
 from torch_graphfuse.testing import runner, zoo
 
 from .. import plots
-from ..children import json_child
+from ..children import json_child_or_why
 from ..text import ratio, table, utc_now
 from .compare import STOPPED, Measurement, compare
 from .configs import FLOAT_DTYPES
@@ -92,15 +91,10 @@ def run_in_child(name: str, dtype: str, argv: Sequence[str], limit: float,
     """One model in a process of its own (`script` with `argv` and --child): a peer's build
     can take minutes and gigabytes (inductor on Swin: over 10 minutes and 20 GB), and what it
     leaves behind must not weigh on the next model. The run, or why it failed."""
-    try:
-        data = json_child(lambda path: [sys.executable, script, *argv, "--child",
-                                        f"{name} {dtype} {path}"], timeout=limit)
-    except subprocess.TimeoutExpired:
-        return f"stopped after {limit:.0f} s"
-    except subprocess.CalledProcessError as error:
-        return f"its process failed (exit {error.returncode})"
-    if "failure" in data:
-        return data["failure"]
+    data = json_child_or_why(lambda path: [sys.executable, script, *argv, "--child",
+                                           f"{name} {dtype} {path}"], limit)
+    if isinstance(data, str):
+        return data
     data["results"] = {k: v if isinstance(v, str) else Measurement(**v)
                        for k, v in data["results"].items()}
     data["reasons"] = [tuple(r) for r in data["reasons"]]
