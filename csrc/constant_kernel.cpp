@@ -53,37 +53,50 @@ class ConstantKernel : public GroupBase {
       std::lock_guard<std::mutex> lock(mu_);
       auto found = specs_.find(key);
       if (found != specs_.end()) {
-        order_.splice(order_.begin(), order_, found->second.second);
+        order_.splice(order_.begin(), order_, found->second.at);
         torch::jit::drop(stack, n);
         ++counters().fused_runs;
-        for (const auto& v : found->second.first) stack.push_back(v);
+        for (const auto& v : found->second.values) stack.push_back(v);
         return;
       }
     }
     ++counters().fallbacks;
     run_fallback(stack);
     auto outputs = torch::jit::last(stack, outputs_).vec();
+    size_t bytes = 0;
+    for (const auto& v : outputs)
+      if (v.isTensor()) bytes += v.toTensor().nbytes();
     std::lock_guard<std::mutex> lock(mu_);
-    if (specs_.count(key)) return;
+    if (specs_.count(key) || bytes > kBytes) return;
     order_.push_front(key);
-    specs_.emplace(std::move(key), std::make_pair(std::move(outputs), order_.begin()));
-    // Least recently used first: a stream of new sizes keeps the sizes it repeats.
-    while (specs_.size() > kSpecs) {
-      specs_.erase(order_.back());
+    specs_.emplace(std::move(key), Kept{std::move(outputs), bytes, order_.begin()});
+    bytes_ += bytes;
+    // Least recently used first: a stream of new sizes keeps the sizes it repeats. T5's
+    // relative position bias is 8 MB a length at 512 tokens: bytes bound it too.
+    while (specs_.size() > kSpecs || bytes_ > kBytes) {
+      auto oldest = specs_.find(order_.back());
+      bytes_ -= oldest->second.bytes;
+      specs_.erase(oldest);
       order_.pop_back();
     }
   }
 
  private:
   static constexpr size_t kSpecs = 256;
+  static constexpr size_t kBytes = size_t{32} << 20;  // per group
+  using Key = std::vector<int64_t>;
+  struct Kept {
+    std::vector<c10::IValue> values;
+    size_t bytes;
+    std::list<Key>::iterator at;  // in order_
+  };
   const size_t n_inputs_;
   const size_t sources_;
   const size_t outputs_;
   std::mutex mu_;
-  std::list<std::vector<int64_t>> order_;
-  std::map<std::vector<int64_t>,
-           std::pair<std::vector<c10::IValue>, std::list<std::vector<int64_t>>::iterator>>
-      specs_;
+  std::list<Key> order_;  // most recently used first
+  std::map<Key, Kept> specs_;
+  size_t bytes_ = 0;
 };
 
 }  // namespace

@@ -254,9 +254,8 @@ def traceable(program: fuzz.Program) -> fuzz.Program:
 def compiled_outcomes(case: fuzz.Case, program: fuzz.Program) -> list[fuzz.Outcome]:
     """The fuzzer's calls (the third, then two at the second shape) on fresh inputs."""
     compiled = torch.compile(traceable(program), backend="graphfuse")
-    calls = fuzz.CALLS if case.has_second else fuzz.CALLS[:1]
     with torch.no_grad():
-        return [fuzz.outcome(compiled, fuzz.make_inputs(case, second)) for _, second in calls]
+        return [fuzz.outcome(compiled, fuzz.make_inputs(case, call)) for _, call in case.calls()]
 
 
 def test_fuzzer_programs_match_eager() -> None:
@@ -266,7 +265,7 @@ def test_fuzzer_programs_match_eager() -> None:
         program = fuzz.build_program(case)
         reference = fuzz.reference(case, program)
         dynamo_backend.reset_stats()
-        problems = fuzz.problems(reference, compiled_outcomes(case, program))
+        problems = fuzz.problems(case, reference, compiled_outcomes(case, program))
         fused += fusion_groups() > 0
         if problems:
             failures.append(fuzz.reproducer(case, fuzz.Result("plugin", problems=problems)))

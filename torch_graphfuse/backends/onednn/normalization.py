@@ -242,7 +242,7 @@ def scaled_dot_product_attention(lo: Lowering) -> None:
     scale = given_scale
     if scale is None:
         scale = 1.0 / math.sqrt(qs[3])
-        lo.pin_shapes()  # the scale of the profiled head size
+        lo.pin_last_dim(q)  # the scale of the profiled head size: other lengths keep it
     start = len(lo.graph.ops)
     # Eager keeps the scores in float32 for bf16 inputs.
     scores = [lo.temp(q, qs[:3] + [ks[2]], "f32") for _ in range(3)]

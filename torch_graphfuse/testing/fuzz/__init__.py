@@ -63,7 +63,6 @@ from torch_graphfuse.testing.fuzz.compare import (
 from torch_graphfuse.testing.fuzz.describe import describe, reproducer
 from torch_graphfuse.testing.fuzz.evaluate import Evaluator, Meta, admissible
 from torch_graphfuse.testing.fuzz.execute import (
-    CALLS,
     Reference,
     Result,
     check,
@@ -88,7 +87,7 @@ from torch_graphfuse.testing.fuzz.spec import (
 )
 
 __all__ = [
-    "CALLS", "CAUSES", "FOCUSED_ANCHORS", "KINDS", "UNSUPPORTED", "Case", "Chooser",
+    "CAUSES", "FOCUSED_ANCHORS", "KINDS", "UNSUPPORTED", "Case", "Chooser",
     "DrawChooser", "Evaluator",
     "Input", "Meta", "Op", "Outcome", "Problem", "Program", "RandomChooser", "Reference",
     "Result", "admissible", "build_program", "cases", "check", "check_case", "compare_call",

@@ -50,13 +50,6 @@ class Result:
         return next((c for c in CAUSES if c in causes), "")
 
 
-# The calls of a case with a second shape and no further sizes (Case.calls): the new shape
-# twice, as a group whose guard refuses it profiles its subgraph at the first call and runs
-# it fused again for that shape at the second, and a new spec compiles at its second call
-# by default.
-CALLS = (("call 3", 0), ("new shape", 1), ("new shape again", 1))
-
-
 @dataclass
 class Reference:
     outcomes: list[Outcome]
