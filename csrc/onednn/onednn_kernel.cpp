@@ -360,7 +360,7 @@ class Kernel : public GroupBase {
     auto start = std::chrono::steady_clock::now();
     std::vector<LogicalTensor> in_lts;
     std::string why;
-    bool profiled = true;
+    bool profiled = at_profiled_sizes(inputs);
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto& t = inputs[i];
       const auto& d = desc_.tensors.at(desc_.inputs[i]);
@@ -374,7 +374,6 @@ class Kernel : public GroupBase {
       auto property = d.constant ? LogicalTensor::property_type::constant
                                  : LogicalTensor::property_type::variable;
       in_lts.emplace_back(d.id, *dtype, t.sizes().vec(), strides[i], property);
-      profiled = profiled && t.sizes().vec() == d.dims;
     }
     if (why.empty() && profiled)
       for (size_t i = 0; i < inputs.size(); ++i)

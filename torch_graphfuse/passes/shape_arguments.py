@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from .. import log
-from ..aten_ops import DTYPE_OF_CODE
+from ..aten_ops import BINARY_ARITHMETIC, DTYPE_OF_CODE, RESHAPES
 
 NAME = log.module_name(__file__)
 
@@ -224,8 +224,7 @@ _SAME_SIZES = frozenset({
 })
 # Elementwise ops of two operands: the result has the first one's size at a dim where the
 # second is a constant of size 1 there (or has no such dim), as a bias or scale is.
-_BROADCAST = frozenset({"aten::add", "aten::sub", "aten::mul", "aten::div",
-                        "aten::masked_fill"})
+_BROADCAST = frozenset({*BINARY_ARITHMETIC, "aten::masked_fill"})
 
 
 def _dim_source(value: torch._C.Value, dim: int) -> tuple[torch._C.Value, int] | int | None:
@@ -273,7 +272,7 @@ def _dim_source(value: torch._C.Value, dim: int) -> tuple[torch._C.Value, int] |
         return None
     if kind == "aten::slice" and node.inputsSize() == 5:
         return (first, dim) if node.inputsAt(1).toIValue() % rank != dim else None
-    if kind in ("aten::view", "aten::reshape"):
+    if kind in RESHAPES:
         target = generic_target(node)
         if target is None or target[dim] == -1:
             return None
@@ -302,12 +301,9 @@ def _same_size(a: torch._C.Value, b: torch._C.Value, dim: int) -> bool:
     return _dim_root(a, dim) == _dim_root(b, dim)
 
 
-def generic_identity(node: torch._C.Node) -> bool:
-    """Whether a view or reshape returns its input's sizes at any input sizes: its
-    generic target copies each size, or names the constant it always is."""
-    target = generic_target(node)
-    if target is None:
-        return False
+def generic_identity(node: torch._C.Node, target: list[int]) -> bool:
+    """Whether a view or reshape of generic target `target` returns its input's sizes at any
+    input sizes: the target copies each size, or names the constant it always is."""
     x = node.inputsAt(0)
     return len(target) == x.type().dim() and all(
         t in (0, -1) or _dim_root(x, i) == t for i, t in enumerate(target))

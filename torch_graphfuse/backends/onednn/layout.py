@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ...aten_ops import RESHAPES
 from ...passes import shape_arguments
 from .lowering import LOWERINGS, Lowering, Unsupported, lowering
 
@@ -46,12 +47,11 @@ def reshape(lo: Lowering) -> None:
     # group's partition again instead of fusing it again. Any other target is the profiled
     # output shape; the guard pins the input's, and those of the tensors a shape computed at
     # run time reads.
-    generic = shape_arguments.generic_target(lo.node) \
-        if lo.node.kind() in ("aten::view", "aten::reshape") else None
+    generic = shape_arguments.generic_target(lo.node) if lo.node.kind() in RESHAPES else None
     for i in range(1, lo.n_inputs()):
         lo.shape(i, pin=False)
     if generic is None or (lo.sizes(0) == lo.out_sizes()
-                           and not shape_arguments.generic_identity(lo.node)):
+                           and not shape_arguments.generic_identity(lo.node, generic)):
         lo.pin_shapes()
     if lo.sizes(0) == lo.out_sizes() and lo.alias_input():
         return
