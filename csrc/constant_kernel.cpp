@@ -17,17 +17,16 @@
 namespace graphfuse {
 namespace {
 
-using torch::jit::Node;
 using torch::jit::Stack;
 
 class ConstantKernel : public GroupBase {
  public:
-  explicit ConstantKernel(const Node* node)
-      : GroupBase(node, true),
-        n_inputs_(node->inputs().size() - finite_flags_),
-        sources_(std::stoul(node->s(attr::desc))),
-        outputs_(node->outputs().size()) {
-    TORCH_CHECK(sources_ <= n_inputs_ && n_inputs_ - sources_ == node->outputs().size(),
+  explicit ConstantKernel(const GroupState& state)
+      : GroupBase(state, true),
+        n_inputs_(state.inputs - finite_flags_),
+        sources_(std::stoul(state.desc)),
+        outputs_(state.outputs) {
+    TORCH_CHECK(sources_ <= n_inputs_ && n_inputs_ - sources_ == state.outputs,
                 "graphfuse::FusionGroup: a size-constant group takes one value per output "
                 "after its ",
                 sources_, " sources");
@@ -62,6 +61,7 @@ class ConstantKernel : public GroupBase {
     }
     ++counters().fallbacks;
     run_fallback(stack);
+    if (saved_) return;  // declined: the saved code computes the values
     auto outputs = torch::jit::last(stack, outputs_).vec();
     size_t bytes = 0;
     for (const auto& v : outputs)
@@ -101,8 +101,8 @@ class ConstantKernel : public GroupBase {
 
 }  // namespace
 
-torch::jit::Operation constant_group(const Node* node) {
-  auto kernel = std::make_shared<ConstantKernel>(node);
+torch::jit::Operation constant_group(const GroupState& state) {
+  auto kernel = std::make_shared<ConstantKernel>(state);
   return [kernel](Stack& stack) { kernel->run(stack); };
 }
 

@@ -13,7 +13,6 @@
 namespace graphfuse {
 namespace {
 
-using torch::jit::Node;
 using torch::jit::Stack;
 
 GroupExecutorFactory& executor_factory() {
@@ -30,16 +29,14 @@ GroupExecutorFactory& executor_factory() {
 // executor declines runs it without one.
 class ExternalKernel : public GroupBase {
  public:
-  explicit ExternalKernel(const Node* node)
-      : GroupBase(node, true), backend_(node->s(attr::backend)), desc_(node->s(attr::desc)),
+  explicit ExternalKernel(const GroupState& state)
+      : GroupBase(state, true), backend_(state.backend), desc_(state.desc),
         // The inputs assumed finite come as tensors where the executor checks them,
         // else as all_finite's flags, which GroupBase takes.
-        finite_tensors_(node->hasAttribute(attr::finite_by_executor)
-                            ? std::exchange(finite_flags_, 0)
-                            : 0),
-        n_inputs_(node->inputs().size() - finite_tensors_ - finite_flags_) {
-    const auto& types = node->tys(attr::output_types);
-    TORCH_CHECK(types.size() == node->outputs().size(),
+        finite_tensors_(state.finite_by_executor ? std::exchange(finite_flags_, 0) : 0),
+        n_inputs_(state.inputs - finite_tensors_ - finite_flags_) {
+    const auto& types = state.output_types;
+    TORCH_CHECK(types.size() == state.outputs,
                 "graphfuse::FusionGroup: one output type per output");
     for (const auto& out : types) {
       const auto type = out->cast<c10::TensorType>();
@@ -123,8 +120,8 @@ void set_group_executor_factory(GroupExecutorFactory factory) {
   executor_factory() = std::move(factory);
 }
 
-torch::jit::Operation external_group(const Node* node) {
-  auto kernel = std::make_shared<ExternalKernel>(node);
+torch::jit::Operation external_group(const GroupState& state) {
+  auto kernel = std::make_shared<ExternalKernel>(state);
   return [kernel](Stack& stack) { kernel->run(stack); };
 }
 

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "denormals.h"
 #include "kernel_stats.h"
@@ -156,41 +157,72 @@ torch::jit::RegisterOperators register_ops({
         c10::AliasAnalysisKind::FROM_SCHEMA),
     torch::jit::Operator(
         c10::Symbol::fromQualString(kGroupKind),
-        [](const Node* node) -> torch::jit::Operation {
-          if (!node->hasAttribute(attr::backend) || node->s(attr::backend) == kOneDnnBackend)
-            return onednn_group(node);
-          if (node->s(attr::backend) == kConstantBackend) return constant_group(node);
-          return external_group(node);
-        },
+        [](const Node* node) { return group_kernel(GroupState::of(node)); },
         c10::AliasAnalysisKind::PURE_FUNCTION),
 });
 
 }  // namespace
 
-GroupBase::GroupBase(const Node* node, bool exact_strides)
-    : subgraph_(node->g(attr::subgraph)),
-      // The profiler's name for the group, e.g. "graphfuse::FusionGroup_3 [linear, gelu]".
-      name_(node->hasAttribute(attr::label)
+GroupState GroupState::of(const Node* node) {
+  GroupState s;
+  s.subgraph = node->g(attr::subgraph);
+  if (node->hasAttribute(attr::backend)) s.backend = node->s(attr::backend);
+  if (node->hasAttribute(attr::desc)) s.desc = node->s(attr::desc);
+  // The profiler's name for the group, e.g. "graphfuse::FusionGroup_3 [linear, gelu]".
+  s.label = node->hasAttribute(attr::label)
                 ? node->s(attr::label)
-                : std::string(kGroupKind) + "_" + std::to_string(reinterpret_cast<uintptr_t>(node))),
-      report_(node->hasAttribute(attr::report) ? node->i(attr::report) : -1),
-      respecialized_(node->hasAttribute(attr::respecialized) &&
-                     node->i(attr::respecialized) != 0),
-      exact_strides_(exact_strides) {
+                : std::string(kGroupKind) + "_" + std::to_string(reinterpret_cast<uintptr_t>(node));
+  if (node->hasAttribute(attr::report)) s.report = node->i(attr::report);
+  s.respecialized = node->hasAttribute(attr::respecialized) && node->i(attr::respecialized) != 0;
+  s.flush_denormals = node->hasAttribute(attr::flush_denormals) && node->i(attr::flush_denormals) != 0;
+  s.finite_by_executor = node->hasAttribute(attr::finite_by_executor);
+  if (node->hasAttribute(attr::shape_inputs)) s.shape_inputs = node->i(attr::shape_inputs);
+  if (node->hasAttribute(attr::prepared)) s.prepared = node->i(attr::prepared);
+  s.inputs = node->inputs().size();
+  s.outputs = node->outputs().size();
+  if (node->hasAttribute(attr::finite_inputs)) s.finite_inputs = node->is(attr::finite_inputs).size();
+  if (node->hasAttribute(attr::guarded)) {
+    s.guarded = node->is(attr::guarded);
+    s.types = node->tys(attr::types);
+  }
+  if (node->hasAttribute(attr::any_layout)) s.any_layout = node->is(attr::any_layout);
+  if (node->hasAttribute(attr::free_layout)) s.free_layout = node->is(attr::free_layout);
+  if (node->hasAttribute(attr::output_types)) s.output_types = node->tys(attr::output_types);
+  if (node->hasAttribute(attr::head)) s.head = node->g(attr::head);
+  if (node->hasAttribute(attr::tail)) s.tail = node->g(attr::tail);
   for (const auto* input : node->inputs())
-    constant_inputs_.push_back(input->node()->kind() == c10::prim::Constant
-                                   ? torch::jit::toIValue(input).value_or(c10::IValue())
-                                   : c10::IValue());
+    s.constant_inputs.push_back(input->node()->kind() == c10::prim::Constant
+                                    ? torch::jit::toIValue(input).value_or(c10::IValue())
+                                    : c10::IValue());
+  return s;
+}
+
+torch::jit::Operation group_kernel(const GroupState& state) {
+  if (state.backend == kOneDnnBackend) return onednn_group(state);
+  if (state.backend == kConstantBackend) return constant_group(state);
+  return external_group(state);
+}
+
+GroupBase::GroupBase(const GroupState& state, bool exact_strides)
+    : subgraph_(state.subgraph),
+      name_(state.label),
+      report_(state.report),
+      respecialized_(state.respecialized),
+      saved_(state.saved),
+      fallback_inputs_(state.subgraph ? state.subgraph->inputs().size()
+                                       : state.inputs - state.finite_inputs),
+      constant_inputs_(state.constant_inputs),
+      exact_strides_(exact_strides) {
+  TORCH_CHECK(state.subgraph || state.saved, "graphfuse::FusionGroup: no subgraph");
+  constant_inputs_.resize(state.inputs);
   // A group whose mapping assumes graph inputs finite (see
   // fusion/finite_guard.py) takes graphfuse::all_finite's answer for each last
   // (with finite_by_executor, the inputs themselves: external_kernel.cpp).
-  if (node->hasAttribute(attr::finite_inputs)) finite_flags_ = node->is(attr::finite_inputs).size();
-  if (node->hasAttribute(attr::guarded)) {
-    guarded_ = node->is(attr::guarded);
-    guard_types_ = node->tys(attr::types);
-    TORCH_CHECK(guarded_.size() == guard_types_.size(),
-                "graphfuse::FusionGroup: one guard type per guarded input");
-  }
+  finite_flags_ = state.finite_inputs;
+  guarded_ = state.guarded;
+  guard_types_ = state.types;
+  TORCH_CHECK(guarded_.size() == guard_types_.size(),
+              "graphfuse::FusionGroup: one guard type per guarded input");
 }
 
 bool GroupBase::admitted(Stack& stack, size_t n) {
@@ -218,6 +250,7 @@ bool GroupBase::admitted(Stack& stack, size_t n) {
 namespace {
 
 thread_local bool t_respecializing = false;
+thread_local bool t_declined = false;
 
 // Set while a respecialized subgraph runs: its first runs profile it, the next hands
 // it to the pass pipeline (csrc/module.cpp asks respecializing()).
@@ -250,6 +283,8 @@ std::vector<int64_t> spec_of(c10::ArrayRef<c10::IValue> values) {
 
 bool respecializing() { return t_respecializing; }
 
+bool take_declined() { return std::exchange(t_declined, false); }
+
 // A spec the guard refused is fused again while the weights that such groups bind are
 // within the weight budget, and for at most specs_per_group specs per group: each holds
 // partitions, and reordered weights, of its own. The model's own weights do not count:
@@ -260,7 +295,7 @@ void GroupBase::run_respecialized(Stack& stack, size_t n) {
     ++stats.fallbacks;
     run_fallback(stack);
   };
-  if (respecialized_ || n != subgraph_->inputs().size()) return unfused();
+  if (respecialized_ || saved_ || n != subgraph_->inputs().size()) return unfused();
   torch::jit::GraphFunction* function = nullptr;
   {
     std::lock_guard<std::mutex> lock(specs_mu_);
@@ -382,6 +417,11 @@ std::vector<at::Tensor> ViewGraph::apply(const std::vector<at::Tensor>& bases,
 }
 
 void GroupBase::run_fallback(Stack& stack) {
+  if (saved_) {
+    to_eager_layouts(stack);
+    t_declined = true;
+    return;
+  }
   RECORD_FUNCTION("graphfuse::unfused", c10::ArrayRef<const c10::IValue>{});
   std::call_once(fallback_once_, [&] {
     fallback_ = std::make_unique<torch::jit::Code>(subgraph_->copy(), name_ + "_fallback");

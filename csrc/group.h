@@ -20,10 +20,33 @@
 
 namespace graphfuse {
 
+// What a group's kernel is made from: a FusionGroup node's attributes (of), or a saved
+// model's group (saved_group.cpp), which has no subgraph: the saved code around it holds
+// the unfused ops, and a run the kernel cannot take fused is declined to them.
+struct GroupState {
+  std::string backend = kOneDnnBackend;
+  std::string desc, label;
+  int64_t report = -1;
+  bool respecialized = false;
+  bool saved = false;
+  bool flush_denormals = false;
+  bool finite_by_executor = false;
+  int64_t shape_inputs = 0;
+  int64_t prepared = -1;  // a ticket of prepare_partitions, in this process only
+  size_t inputs = 0, outputs = 0;  // the node's, finite flags included
+  size_t finite_inputs = 0;
+  std::vector<int64_t> guarded, any_layout, free_layout;
+  std::vector<c10::TypePtr> types, output_types;
+  std::shared_ptr<torch::jit::Graph> subgraph, head, tail;
+  std::vector<c10::IValue> constant_inputs;  // per input: its value where constant, else None
+
+  static GroupState of(const torch::jit::Node* node);
+};
+
 class GroupBase {
  public:
   // exact_strides: the backend reads inputs with the profiled strides only.
-  GroupBase(const torch::jit::Node* node, bool exact_strides);
+  GroupBase(const GroupState& state, bool exact_strides);
   virtual ~GroupBase() = default;
 
  protected:
@@ -48,6 +71,9 @@ class GroupBase {
   // Made by fusing another group's subgraph again for a spec that group's guard refused:
   // its own misses run unfused.
   const bool respecialized_;
+  // A saved model's group: runs it does not take fused are declined (declined()).
+  const bool saved_;
+  const size_t fallback_inputs_;  // the inputs the unfused ops take (not the finite flags)
   size_t finite_flags_ = 0;  // last inputs: whether each input assumed finite is (bools)
   std::vector<c10::IValue> constant_inputs_;  // the node's constant inputs (None: not one)
 
@@ -66,6 +92,10 @@ class GroupBase {
 // The spec of `values`: each tensor's dtype, rank, sizes and strides (and whether it
 // requires grad under grad mode), -1 for any other value.
 std::vector<int64_t> spec_of(c10::ArrayRef<c10::IValue> values);
+
+// Whether the last run of a saved group on this thread was declined, left its inputs on
+// the stack (in eager's layouts) for the saved code's unfused ops; clears the flag.
+bool take_declined();
 
 // Whether the pass pipeline runs on the subgraph of a group whose guard failed (the
 // graph it fuses then holds that spec's sizes): set while such a subgraph runs.
@@ -120,9 +150,10 @@ inline size_t us_since(std::chrono::steady_clock::time_point start) {
 }
 
 // The kernel of each backend, as the operation of its fusion group's node.
-torch::jit::Operation onednn_group(const torch::jit::Node* node);
-torch::jit::Operation external_group(const torch::jit::Node* node);
-torch::jit::Operation constant_group(const torch::jit::Node* node);
+torch::jit::Operation onednn_group(const GroupState& state);
+torch::jit::Operation external_group(const GroupState& state);
+torch::jit::Operation constant_group(const GroupState& state);
+torch::jit::Operation group_kernel(const GroupState& state);
 
 // The seconds each of `runs` executions of a oneDNN description's partition takes on these
 // inputs (at their strides), after one that also prepares its constants: what a policy that

@@ -1,11 +1,13 @@
 // torch_graphfuse._C: the pass hook in torch's JIT pass registry, the thin
 // oneDNN Graph bindings the Python partitioner uses, and the hook through
 // which a Python backend (cuDNN) executes its fusion groups.
+#include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/jit_log.h>
 #include <torch/csrc/jit/passes/pass_manager.h>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/csrc/jit/runtime/profiling_record.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <pybind11/stl.h>
@@ -30,8 +32,6 @@
 #ifdef GRAPHFUSE_CUDNN_NATIVE
 #include "cudnn/native_runner.h"
 #endif
-
-#include <oneapi/dnnl/dnnl.h>
 
 namespace py = pybind11;
 
@@ -59,6 +59,18 @@ bool has_profiled_shapes(const torch::jit::Block* block) {
   return false;
 }
 
+// A saved model torch_graphfuse.export made: its groups, and the fallback code beside
+// them, are not fused again.
+bool is_exported(const torch::jit::Block* block) {
+  static const auto run_saved = c10::Symbol::fromQualString("graphfuse::run_saved");
+  for (const auto* node : block->nodes()) {
+    if (node->kind() == run_saved) return true;
+    for (const auto* b : node->blocks())
+      if (is_exported(b)) return true;
+  }
+  return false;
+}
+
 void mark_respecialized(torch::jit::Block* block) {
   static const auto group = c10::Symbol::fromQualString(kGroupKind);
   for (auto* node : block->nodes()) {
@@ -72,7 +84,8 @@ void mark_respecialized(torch::jit::Block* block) {
 // fused again for a new spec (fusion_group.cpp) makes groups whose own misses
 // run unfused, and no report of its own.
 void fuse(std::shared_ptr<torch::jit::Graph>& graph) {
-  if (!g_enabled.load() || !has_profiled_shapes(graph->block())) return;
+  if (!g_enabled.load() || !has_profiled_shapes(graph->block()) || is_exported(graph->block()))
+    return;
   py::gil_scoped_acquire gil;
   if (!pipeline() || pipeline().is_none()) return;
   auto copy = graph->copy();
@@ -157,6 +170,20 @@ void set_executor_factory(py::object factory) {
   });
 }
 
+// A module whose forward is `graph` (its first input becomes the module): how export makes
+// a file of an optimized graph. Python's bindings add no method made from a graph.
+torch::jit::Module module_from_graph(const std::string& name,
+                                     const std::shared_ptr<torch::jit::Graph>& graph) {
+  auto unit = std::make_shared<torch::jit::CompilationUnit>();
+  torch::jit::Module module(c10::QualifiedName(name), unit, /*shouldMangle=*/true);
+  module.register_attribute("training", c10::BoolType::get(), false);
+  graph->inputs().at(0)->setType(module.type());
+  auto* forward = unit->create_function(
+      c10::QualifiedName(*module.type()->name(), "forward"), graph->copy());
+  module.type()->addMethod(forward);
+  return module;
+}
+
 // Whether this extension uses the process's shared libstdc++. A copy linked in
 // statically (a toolchain's default; CMakeLists.txt links the shared one by path)
 // has locale facets that do not match the shared one torch loaded: writing a number
@@ -181,6 +208,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_profiled_kinds", &set_profiled_kinds,
         "the ops whose inputs the profiling executor records types for");
   m.def("_is_enabled", [] { return g_enabled.load(); });
+  m.def("_module_from_graph", &module_from_graph,
+        "a ScriptModule whose forward is the graph (its first input is the module)");
   m.def("_uses_shared_libstdcxx", &shared_libstdcxx,
         "whether this extension runs on the process's shared libstdc++");
   m.def("_set_group_executor_factory", &set_executor_factory,
@@ -255,7 +284,7 @@ PYBIND11_MODULE(_C, m) {
     d["resolved"] = a.resolved;
     d["listed"] = a.listed;
     d["resolve_ms"] = a.resolve_ms;
-    d["cpu_isa"] = a.ok ? static_cast<int>(dnnl_get_effective_cpu_isa()) : -1;
+    d["cpu_isa"] = onednn::effective_cpu_isa();
     return d;
   }, "torch's oneDNN as the plugin found it: version, library, what is missing");
 }

@@ -21,10 +21,11 @@ from .backends import registry
 from .backends.onednn import library as _onednn
 from .pipeline import run_pipeline
 from .report import FusionReport, last_report, picture
+from .serving import export, runtime_library
 
 __all__ = ["enable", "disable", "is_enabled", "fuser", "kernel_stats", "reset_kernel_stats",
            "release_buffers", "memory_budget", "onednn_info", "last_report", "FusionReport",
-           "picture"]
+           "picture", "export", "runtime_library"]
 
 
 def enable() -> None:

@@ -363,4 +363,8 @@ const Availability& availability() {
   return a;
 }
 
+int effective_cpu_isa() {
+  return availability().ok ? static_cast<int>(dnnl_get_effective_cpu_isa()) : -1;
+}
+
 }  // namespace graphfuse::onednn

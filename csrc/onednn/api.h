@@ -21,4 +21,8 @@ struct Availability {
 // a function is missing, a call returns dnnl_unimplemented (or 0).
 const Availability& availability();
 
+// The instruction set oneDNN's kernels use on this CPU (dnnl_cpu_isa_t), -1 where
+// oneDNN cannot be used.
+int effective_cpu_isa();
+
 }  // namespace graphfuse::onednn

@@ -27,7 +27,6 @@
 namespace graphfuse {
 namespace {
 
-using torch::jit::Node;
 using torch::jit::Stack;
 
 // Spec of one call: per input dtype, rank, sizes and strides.
@@ -73,29 +72,25 @@ struct Entry {
 class Kernel : public GroupBase {
  public:
   // Strides are not guarded: a spec of other strides compiles anew.
-  explicit Kernel(const Node* node)
-      : GroupBase(node, false), desc_(GraphDesc::parse(node->s(attr::desc))) {
-    if (node->hasAttribute(attr::shape_inputs)) shape_inputs_ = node->i(attr::shape_inputs);
-    if (node->hasAttribute(attr::head))
-      head_ = std::make_unique<ViewGraph>(node->g(attr::head), "graphfuse::view_head");
-    if (node->hasAttribute(attr::tail))
-      tail_ = std::make_unique<ViewGraph>(node->g(attr::tail), "graphfuse::view_tail");
-    TORCH_CHECK(node->inputs().size() >= shape_inputs_ + finite_flags_,
+  explicit Kernel(const GroupState& state)
+      : GroupBase(state, false), desc_(GraphDesc::parse(state.desc)) {
+    shape_inputs_ = state.shape_inputs;
+    if (state.head) head_ = std::make_unique<ViewGraph>(state.head, "graphfuse::view_head");
+    if (state.tail) tail_ = std::make_unique<ViewGraph>(state.tail, "graphfuse::view_tail");
+    TORCH_CHECK(state.inputs >= shape_inputs_ + finite_flags_,
                 "graphfuse::FusionGroup: fewer inputs than its shape inputs and finite flags");
-    ports_ = node->inputs().size() - shape_inputs_ - finite_flags_;
+    ports_ = state.inputs - shape_inputs_ - finite_flags_;
     TORCH_CHECK((head_ ? head_->inputs() == ports_ + shape_inputs_ &&
                              head_->outputs() == desc_.inputs.size()
                        : ports_ == desc_.inputs.size()) &&
                     (tail_ ? tail_->inputs() == desc_.outputs.size() + shape_inputs_ &&
-                                 tail_->outputs() == node->outputs().size()
-                           : desc_.outputs.size() == node->outputs().size()),
+                                 tail_->outputs() == state.outputs
+                           : desc_.outputs.size() == state.outputs),
                 "graphfuse::FusionGroup: description ports do not match the node");
     any_layout_.assign(desc_.outputs.size(), false);
-    if (node->hasAttribute(attr::any_layout))
-      for (auto i : node->is(attr::any_layout)) any_layout_.at(i) = true;
-    if (node->hasAttribute(attr::prepared)) prepared_ = take_prepared(node->i(attr::prepared));
-    flush_denormals_ = DenormalsFlushed::supported() && node->hasAttribute(attr::flush_denormals) &&
-                       node->i(attr::flush_denormals) != 0;
+    for (auto i : state.any_layout) any_layout_.at(i) = true;
+    if (state.prepared >= 0) prepared_ = take_prepared(state.prepared);
+    flush_denormals_ = DenormalsFlushed::supported() && state.flush_denormals;
     for (auto id : desc_.inputs) {
       bool matmul = false, conv_src = false, others = false;
       for (const auto& op : desc_.ops)
@@ -113,8 +108,7 @@ class Kernel : public GroupBase {
     }
     free_layout_.assign(desc_.inputs.size(), false);
     free_seen_.assign(desc_.inputs.size(), std::nullopt);
-    if (node->hasAttribute(attr::free_layout))
-      for (auto i : node->is(attr::free_layout)) free_layout_.at(i) = true;
+    for (auto i : state.free_layout) free_layout_.at(i) = true;
     // A group fused again for another spec binds the same weights: not counted twice.
     for (const auto& value : constant_inputs_)
       if (value.isTensor() && !respecialized_) model_weight_bytes_ += value.toTensor().nbytes();
@@ -180,7 +174,7 @@ class Kernel : public GroupBase {
   // input in the layout it came in at the profiled sizes (oneDNN's choice):
   // one in another came from a writer that ran unfused, in eager's own layout.
   void to_eager_layouts(Stack& stack) override {
-    auto base = stack.size() - subgraph_->inputs().size();
+    auto base = stack.size() - fallback_inputs_;
     for (size_t i = 0; i < free_layout_.size(); ++i) {
       const auto& d = desc_.tensors.at(desc_.inputs[i]);
       auto& value = stack[base + i];
@@ -689,9 +683,9 @@ std::optional<std::vector<double>> time_partition(const std::string& text,
   return seconds;
 }
 
-torch::jit::Operation onednn_group(const Node* node) {
+torch::jit::Operation onednn_group(const GroupState& state) {
   TORCH_CHECK(onednn::availability().ok, "torch_graphfuse: ", onednn::availability().problem);
-  auto kernel = std::make_shared<Kernel>(node);
+  auto kernel = std::make_shared<Kernel>(state);
   return [kernel](Stack& stack) { kernel->run(stack); };
 }
 

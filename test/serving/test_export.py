@@ -1,0 +1,209 @@
+"""torch_graphfuse.export: a fused model saved with torch.jit.save runs fused wherever the
+runtime library is loaded, with results equal to eager's, at the exported sizes and others."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import torch_graphfuse
+from torch_graphfuse.group_schema import KIND
+from torch_graphfuse.serving.saved_groups import RUN_SAVED
+from torch_graphfuse.testing import models, quantize, zoo
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
+import fusion_check  # noqa: E402
+
+LOADER = Path(__file__).with_name("load_saved.py")
+Inputs = tuple[torch.Tensor, ...]
+
+
+def run_saved(tmp_path: Path, cases: dict[str, tuple[torch.jit.ScriptModule, list[Inputs]]],
+              env: dict[str, str] | None = None) -> dict[str, dict]:
+    """Each case's model saved, then loaded and called in a process that loads only the
+    runtime library; {case: {"outputs", "stats", "imported"}}."""
+    paths = []
+    for name, (module, calls) in cases.items():
+        model_path = tmp_path / f"{name}.pt"
+        torch.jit.save(module, str(model_path))
+        case_path = tmp_path / f"{name}.case"
+        torch.save({"model": str(model_path), "calls": calls}, str(case_path))
+        paths.append(str(case_path))
+    done = subprocess.run([sys.executable, str(LOADER), torch_graphfuse.runtime_library(), *paths],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})},
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {name: torch.load(path + ".out") for name, path in zip(cases, paths, strict=True)}
+
+
+def mlp() -> tuple[nn.Module, Inputs, list[Inputs]]:
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8), nn.ReLU()).eval()
+    return model, (torch.randn(4, 16),), [(torch.randn(1, 16),), (torch.randn(9, 16),)]
+
+
+def convnet() -> tuple[nn.Module, Inputs, list[Inputs]]:
+    model = models.resnet18(num_classes=10).eval()
+    return model, (torch.randn(2, 3, 64, 64),), [(torch.randn(1, 3, 64, 64),),
+                                                 (torch.randn(3, 3, 48, 48),)]
+
+
+def shorter(inputs: Inputs, by: int) -> Inputs:
+    """Token inputs `by` tokens shorter: another length of the same request kind."""
+    return tuple(t[:, :t.shape[1] - by] if t.dim() == 2 else t for t in inputs)
+
+
+def zoo_model(name: str) -> Callable[[], tuple[nn.Module, Inputs, list[Inputs]]]:
+    def build() -> tuple[nn.Module, Inputs, list[Inputs]]:
+        if zoo.missing():
+            pytest.skip(zoo.missing())
+        model, inputs = zoo.build(name, small=True)
+        inputs = tuple(inputs)
+        return model, inputs, [shorter(inputs, 3), shorter(inputs, 7)]
+    return build
+
+
+def int8_pt2e() -> tuple[nn.Module, Inputs, list[Inputs]]:
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 8, 3),
+                          nn.ReLU()).eval()
+    x = torch.randn(2, 3, 24, 24)
+    quantized = quantize.pt2e(model, (x,), [(torch.randn(2, 3, 24, 24),) for _ in range(4)])
+    return quantize.freeze_quantized(quantized, (x,)), (x,), [(torch.randn(2, 3, 24, 24),)]
+
+
+MODELS = {
+    "mlp": mlp,
+    "convnet": convnet,
+    "bert": zoo_model("hf/bert"),                # head and tail views around attention
+    "gpt2": zoo_model("hf/gpt2"),                # a causal mask from sizes
+    "t5": zoo_model("hf/t5"),                    # size-constant groups (relative position bias)
+    "int8_pt2e": int8_pt2e,
+}
+
+
+def eager(model: nn.Module, inputs: Inputs) -> object:
+    with torch.no_grad():
+        return model(*inputs)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_a_saved_model_runs_fused_where_only_the_runtime_library_is_loaded(
+        tmp_path: Path, name: str) -> None:
+    model, inputs, _ = MODELS[name]()
+    exported = torch_graphfuse.export(model, inputs)
+    result = run_saved(tmp_path, {name: (exported, [inputs, inputs])})[name]
+    assert not result["imported"]
+    assert result["stats"]["fused_runs"] > 0
+    assert result["stats"]["fallbacks"] == 0, result["stats"]
+    for out in result["outputs"]:
+        fusion_check.assert_matches(out, eager(model, inputs), "fp32")
+
+
+@pytest.mark.parametrize("name", ["mlp", "convnet", "bert", "gpt2", "t5"])
+def test_a_saved_model_matches_eager_at_sizes_it_was_not_exported_for(
+        tmp_path: Path, name: str) -> None:
+    model, inputs, others = MODELS[name]()
+    exported = torch_graphfuse.export(model, inputs)
+    calls = [inputs, *others, *others]
+    result = run_saved(tmp_path, {name: (exported, calls)})[name]
+    for out, call in zip(result["outputs"], calls, strict=True):
+        fusion_check.assert_matches(out, eager(model, call), "fp32")
+    assert result["stats"]["fused_runs"] > 0
+
+
+def test_a_saved_model_is_not_fused_again_where_fusion_is_on() -> None:
+    model, inputs, _ = mlp()
+    exported = torch_graphfuse.export(model, inputs)
+    with torch.no_grad(), torch_graphfuse.fuser(True):
+        for _ in range(4):
+            out = exported(*inputs)
+        graph = torch.jit.last_executed_optimized_graph()
+    assert graph.findAllNodes(RUN_SAVED, True)
+    assert not graph.findAllNodes(KIND, True)
+    fusion_check.assert_matches(out, eager(model, inputs), "fp32")
+
+
+def test_the_file_holds_the_weights_once(tmp_path: Path) -> None:
+    model, inputs, _ = convnet()
+    frozen = torch.jit.freeze(torch.jit.trace(model, inputs))
+    torch.jit.save(frozen, str(tmp_path / "frozen.pt"))
+    torch.jit.save(torch_graphfuse.export(model, inputs), str(tmp_path / "exported.pt"))
+    frozen_bytes = (tmp_path / "frozen.pt").stat().st_size
+    assert (tmp_path / "exported.pt").stat().st_size < 1.1 * frozen_bytes
+
+
+def saved_groups(module: torch.jit.ScriptModule) -> list[torch.ScriptObject]:
+    return [node.inputsAt(0).toIValue() for node in module.graph.findAllNodes(RUN_SAVED, True)]
+
+
+def first_group_inputs(module: torch.jit.ScriptModule, inputs: Inputs) -> list[torch.Tensor]:
+    """The tensors the first saved group takes: the graph's inputs and constants it lists."""
+    listed = module.graph.findAllNodes(RUN_SAVED, True)[0].inputsAt(1).node()
+    graph_inputs = list(module.graph.inputs())[1:]
+    return [inputs[graph_inputs.index(v)] if v in graph_inputs else v.toIValue()
+            for v in listed.inputs()]
+
+
+@pytest.mark.parametrize("change", [
+    {"onednn": "0.0.0"},
+    {"torch": "1.0.0"},
+    {"format": "0"},
+    {"backend": "cudnn"},
+    {"desc": "this is no description"},
+    {"types": "Float|2|x,16|"},
+    {"head": "graph(%0 : Tensor):\n  what\n"},
+])
+def test_a_group_that_cannot_run_fused_here_hands_its_inputs_back(
+        change: dict[str, str], capfd: pytest.CaptureFixture[str]) -> None:
+    model, inputs, _ = mlp()
+    exported = torch_graphfuse.export(model, inputs)
+    state = dict(saved_groups(exported)[0].state())
+    state.update(change)
+    given = first_group_inputs(exported, inputs)
+    group = torch.classes.graphfuse.SavedGroup(state)
+    ran, values = torch.ops.graphfuse.run_saved(group, given, [True])
+    # c10's warning, on stderr: a torch.classes constructor does not pass it to Python's.
+    assert "cannot run fused here" in capfd.readouterr().err
+    assert not ran
+    assert len(values) == len(given)
+    for value, expected in zip(values, given, strict=True):
+        assert torch.equal(value, expected)
+
+
+def test_strict_load_refuses_a_file_made_by_another_onednn(tmp_path: Path) -> None:
+    model, inputs, _ = mlp()
+    exported = torch_graphfuse.export(model, inputs)
+    state = dict(saved_groups(exported)[0].state())
+    state["onednn"] = "0.0.0"
+    with pytest.raises(RuntimeError, match="TORCH_GRAPHFUSE_STRICT_LOAD"):
+        os.environ["TORCH_GRAPHFUSE_STRICT_LOAD"] = "1"
+        try:
+            torch.classes.graphfuse.SavedGroup(state)
+        finally:
+            del os.environ["TORCH_GRAPHFUSE_STRICT_LOAD"]
+
+
+def test_a_truncated_file_fails_to_load_with_an_error(tmp_path: Path) -> None:
+    model, inputs, _ = mlp()
+    path = tmp_path / "mlp.pt"
+    torch.jit.save(torch_graphfuse.export(model, inputs), str(path))
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
+    with pytest.raises(RuntimeError):
+        torch.jit.load(str(path))
+
+
+def test_the_runtime_library_needs_no_python() -> None:
+    library = torch_graphfuse.runtime_library()
+    needed = subprocess.run(["readelf", "-d", library], capture_output=True, text=True,
+                            check=True).stdout
+    assert "libpython" not in needed and "libtorch_python" not in needed
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", library], capture_output=True,
+                               text=True, check=True).stdout.split()
+    assert not [symbol for symbol in undefined if symbol.startswith("Py")]

@@ -1,0 +1,104 @@
+"""Compile once, serve without Python: a fused model as a file `torch.jit.save` writes.
+
+`export(model, example_inputs)` traces and freezes the model (or takes a frozen
+ScriptModule), runs it fused on the examples, and returns a ScriptModule whose forward
+is the optimized graph with each fusion group as a saved call (fusion/saved_groups.py).
+The file it saves to runs fused wherever the runtime library is loaded
+(`runtime_library()`): a libtorch program, Triton's PyTorch backend, or a Python
+process that never imports torch_graphfuse. Without the library it does not load.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .. import _C, log
+from .python_free_ops import python_only_kinds, replace_python_only_ops
+from .saved_groups import save_groups
+
+NAME = log.module_name(__file__)
+
+Inputs = tuple[Any, ...]
+
+
+def runtime_library() -> str:
+    """The path of libgraphfuse_runtime.so: the kernels and the ops a saved model calls,
+    with no Python in it (load it with `torch.ops.load_library`, `LD_PRELOAD`, or link it
+    with -Wl,--no-as-needed)."""
+    path = os.path.join(os.path.dirname(_C.__file__), "libgraphfuse_runtime.so")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"torch_graphfuse's runtime library is not at {path}")
+    return path
+
+
+def export(model: torch.nn.Module,
+           example_inputs: Inputs | Sequence[Inputs]) -> torch.jit.ScriptModule:
+    """A ScriptModule to `torch.jit.save`, fused for the example inputs.
+
+    `model`: an nn.Module (traced on the first example and frozen here) or a frozen
+    ScriptModule. `example_inputs`: one tuple of inputs, or a list of them. The graph is
+    fused as the profiling runs on the first example see it; inputs of other sizes run
+    fused where a group's partition does not pin its sizes (compiled on the second call of
+    each new spec), else through the group's own ops, saved beside it."""
+    examples = _examples(example_inputs)
+    frozen = _frozen(model, examples[0])
+    graph = _fused_graph(frozen, examples[0])
+    counts = save_groups(graph)
+    replace_python_only_ops(graph)
+    if left := python_only_kinds(graph):
+        log.update(NAME, f"ops only Python defines are left ({', '.join(sorted(left))}): the "
+                   "file loads where torch's Python registers them, not in libtorch alone")
+    log.update(NAME, f"{counts['saved']} fusion groups saved, {counts['inlined']} kept as their "
+               "ops (a backend the runtime library does not run)")
+    log.dump(NAME, lambda: f"the exported graph:\n{graph}")
+    exported = _module(graph)
+    with torch.no_grad():
+        for inputs in examples:
+            exported(*inputs)
+    return exported
+
+
+def _examples(example_inputs: Inputs | Sequence[Inputs]) -> list[Inputs]:
+    if isinstance(example_inputs, list):
+        examples = [tuple(e) if isinstance(e, (tuple, list)) else (e,) for e in example_inputs]
+    elif isinstance(example_inputs, tuple):
+        examples = [example_inputs]
+    else:
+        examples = [(example_inputs,)]
+    if not examples:
+        raise ValueError("torch_graphfuse.export: no example inputs")
+    return examples
+
+
+def _frozen(model: torch.nn.Module, inputs: Inputs) -> torch.jit.ScriptModule:
+    if isinstance(model, torch.jit.ScriptModule):
+        if hasattr(model, "training"):  # scripted or traced, not frozen yet
+            return torch.jit.freeze(model.eval())
+        return model
+    with torch.no_grad():
+        return torch.jit.freeze(torch.jit.trace(model.eval(), inputs))
+
+
+def _fused_graph(frozen: torch.jit.ScriptModule, inputs: Inputs) -> torch._C.Graph:
+    """The frozen forward's graph as the fuser optimizes it for `inputs`: run as a
+    function of its own, so an executor the module already ran unfused is not reused."""
+    graph = frozen.graph.copy()
+    if next(graph.inputs()).uses():
+        raise ValueError("torch_graphfuse.export: the frozen module's forward reads its "
+                         "attributes; freeze it first")
+    function = torch._C._create_function_from_graph("graphfuse_export", graph)
+    from .. import fuser  # the package's switch; imported late: it imports this module
+
+    with torch.no_grad(), fuser(True):
+        for _ in range(torch._C._jit_get_num_profiled_runs() + 1):
+            function(frozen._c, *inputs)
+        optimized = torch.jit.last_executed_optimized_graph()
+    return optimized.copy()
+
+
+def _module(graph: torch._C.Graph) -> torch.jit.ScriptModule:
+    return torch.jit._recursive.wrap_cpp_module(_C._module_from_graph("GraphfuseExport", graph))
