@@ -15,6 +15,8 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
+# The kernels and the ops a saved model calls, with no Python in it (CMakeLists.txt).
+RUNTIME = "libgraphfuse_runtime.so"
 
 
 class CMakeExtension(Extension):
@@ -39,10 +41,12 @@ class CMakeBuild(build_ext):
         subprocess.run(configure, check=True)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
         subprocess.run(["cmake", "--build", str(build_dir), "-j", jobs], check=True)
-        built = out_dir / target.name
-        if built != target:  # setuptools copies from its build dir into the tree
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(built, target)
+        # The extension and the runtime library it links (found beside it: $ORIGIN).
+        for built, wanted in ((out_dir / target.name, target),
+                              (out_dir / RUNTIME, target.parent / RUNTIME)):
+            if built != wanted:  # setuptools copies from its build dir into the tree
+                wanted.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(built, wanted)
 
 setup(
     name="torch_graphfuse",

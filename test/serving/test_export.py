@@ -6,23 +6,21 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
 import torch_graphfuse
 from torch_graphfuse.group_schema import KIND
 from torch_graphfuse.serving.saved_groups import RUN_SAVED
-from torch_graphfuse.testing import models, quantize, zoo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fusion_check  # noqa: E402
+from saved_models import MODELS, Inputs, convnet, mlp  # noqa: E402
 
 LOADER = Path(__file__).with_name("load_saved.py")
-Inputs = tuple[torch.Tensor, ...]
 
 
 def run_saved(tmp_path: Path, cases: dict[str, tuple[torch.jit.ScriptModule, list[Inputs]]],
@@ -43,51 +41,7 @@ def run_saved(tmp_path: Path, cases: dict[str, tuple[torch.jit.ScriptModule, lis
     return {name: torch.load(path + ".out") for name, path in zip(cases, paths, strict=True)}
 
 
-def mlp() -> tuple[nn.Module, Inputs, list[Inputs]]:
-    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8), nn.ReLU()).eval()
-    return model, (torch.randn(4, 16),), [(torch.randn(1, 16),), (torch.randn(9, 16),)]
-
-
-def convnet() -> tuple[nn.Module, Inputs, list[Inputs]]:
-    model = models.resnet18(num_classes=10).eval()
-    return model, (torch.randn(2, 3, 64, 64),), [(torch.randn(1, 3, 64, 64),),
-                                                 (torch.randn(3, 3, 48, 48),)]
-
-
-def shorter(inputs: Inputs, by: int) -> Inputs:
-    """Token inputs `by` tokens shorter: another length of the same request kind."""
-    return tuple(t[:, :t.shape[1] - by] if t.dim() == 2 else t for t in inputs)
-
-
-def zoo_model(name: str) -> Callable[[], tuple[nn.Module, Inputs, list[Inputs]]]:
-    def build() -> tuple[nn.Module, Inputs, list[Inputs]]:
-        if zoo.missing():
-            pytest.skip(zoo.missing())
-        model, inputs = zoo.build(name, small=True)
-        inputs = tuple(inputs)
-        return model, inputs, [shorter(inputs, 3), shorter(inputs, 7)]
-    return build
-
-
-def int8_pt2e() -> tuple[nn.Module, Inputs, list[Inputs]]:
-    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 8, 3),
-                          nn.ReLU()).eval()
-    x = torch.randn(2, 3, 24, 24)
-    quantized = quantize.pt2e(model, (x,), [(torch.randn(2, 3, 24, 24),) for _ in range(4)])
-    return quantize.freeze_quantized(quantized, (x,)), (x,), [(torch.randn(2, 3, 24, 24),)]
-
-
-MODELS = {
-    "mlp": mlp,
-    "convnet": convnet,
-    "bert": zoo_model("hf/bert"),                # head and tail views around attention
-    "gpt2": zoo_model("hf/gpt2"),                # a causal mask from sizes
-    "t5": zoo_model("hf/t5"),                    # size-constant groups (relative position bias)
-    "int8_pt2e": int8_pt2e,
-}
-
-
-def eager(model: nn.Module, inputs: Inputs) -> object:
+def eager(model: torch.nn.Module, inputs: Inputs) -> object:
     with torch.no_grad():
         return model(*inputs)
 

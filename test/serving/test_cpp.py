@@ -1,0 +1,100 @@
+"""A saved model in a libtorch program (examples/cpp, built against the wheel's libtorch),
+under the conditions Triton's PyTorch backend runs it in: InferenceMode or NoGradGuard, the
+graph executor's optimization on or off, threads sharing one module, sizes it was not
+exported for, and an older ISA."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.utils
+
+import torch_graphfuse
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fusion_check  # noqa: E402
+from saved_models import MODELS, Inputs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+EMULATED_AVX2 = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+
+
+@pytest.fixture(scope="session")
+def programs() -> Path:
+    """examples/cpp built into build/cpp (incrementally: once per checkout)."""
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed")
+    build = ROOT / "build" / "cpp"
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    configure = ["cmake", "-S", str(ROOT / "examples" / "cpp"), "-B", str(build), *generator,
+                 f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
+                 f"-DGRAPHFUSE_RUNTIME={torch_graphfuse.runtime_library()}"]
+    for command in (configure, ["cmake", "--build", str(build)]):
+        done = subprocess.run(command, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return build
+
+
+def check_saved(programs: Path, tmp_path: Path, module: torch.jit.ScriptModule,
+                calls: list[Inputs], *flags: str, env: dict[str, str] | None = None) -> dict:
+    model, calls_path, out = tmp_path / "model.pt", tmp_path / "calls.pt", tmp_path / "out.pt"
+    torch.jit.save(module, str(model))
+    torch.save([list(call) for call in calls], str(calls_path))
+    done = subprocess.run([str(programs / "check_saved"), str(model), str(calls_path), str(out),
+                           *flags], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **(env or {})})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return torch.load(str(out), weights_only=False)
+
+
+def eager(model: torch.nn.Module, inputs: Inputs) -> object:
+    with torch.no_grad():
+        return model(*inputs)
+
+
+def matches_eager(result: dict, model: torch.nn.Module, calls: list[Inputs]) -> None:
+    assert len(result["outputs"]) == len(calls)
+    for out, call in zip(result["outputs"], calls, strict=True):
+        fusion_check.assert_matches(out, eager(model, call), "fp32")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_a_saved_model_runs_fused_in_a_libtorch_program(programs: Path, tmp_path: Path,
+                                                        name: str) -> None:
+    model, inputs, _ = MODELS[name]()
+    result = check_saved(programs, tmp_path, torch_graphfuse.export(model, inputs), [inputs])
+    matches_eager(result, model, [inputs])
+    assert not result["python_mapped"]
+    assert result["stats"]["fused_runs"] > 0
+    assert result["stats"]["fallbacks"] == 0, result["stats"]
+
+
+@pytest.mark.parametrize("flags", [(), ("--no-grad",), ("--no-optimize",),
+                                   ("--no-grad", "--no-optimize")])
+@pytest.mark.parametrize("name", ["mlp", "bert", "t5"])
+def test_threads_sharing_one_module_get_one_threads_bits_at_any_size(
+        programs: Path, tmp_path: Path, name: str, flags: tuple[str, ...]) -> None:
+    model, inputs, others = MODELS[name]()
+    calls = [inputs, *others]
+    result = check_saved(programs, tmp_path, torch_graphfuse.export(model, inputs), calls,
+                         "--threads", "8", *flags)
+    matches_eager(result, model, calls)
+    assert result["thread_mismatches"] == 0
+    assert result["stats"]["fused_runs"] > 0
+
+
+@pytest.mark.parametrize("name", ["mlp", "convnet", "int8_pt2e"])
+def test_a_saved_model_runs_on_emulated_avx2(programs: Path, tmp_path: Path, name: str) -> None:
+    model, inputs, others = MODELS[name]()
+    calls = [inputs, *others]
+    result = check_saved(programs, tmp_path, torch_graphfuse.export(model, inputs), calls,
+                         env=EMULATED_AVX2)
+    matches_eager(result, model, calls)
+    assert result["stats"]["fused_runs"] > 0
