@@ -32,7 +32,7 @@ class ConstantKernel : public GroupBase {
                 sources_, " sources");
   }
 
-  void run(Stack& stack) {
+  void run(Stack& stack) override {
     RECORD_FUNCTION(name_, c10::ArrayRef<const c10::IValue>{});
     if (!admitted(stack, n_inputs_)) return;
     auto inputs = torch::jit::last(stack, n_inputs_);
@@ -101,9 +101,8 @@ class ConstantKernel : public GroupBase {
 
 }  // namespace
 
-torch::jit::Operation constant_group(const GroupState& state) {
-  auto kernel = std::make_shared<ConstantKernel>(state);
-  return [kernel](Stack& stack) { kernel->run(stack); };
+std::shared_ptr<GroupBase> constant_group(const GroupState& state) {
+  return std::make_shared<ConstantKernel>(state);
 }
 
 }  // namespace graphfuse

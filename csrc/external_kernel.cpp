@@ -52,7 +52,7 @@ class ExternalKernel : public GroupBase {
     }
   }
 
-  void run(Stack& stack) {
+  void run(Stack& stack) override {
     RECORD_FUNCTION(name_, c10::ArrayRef<const c10::IValue>{});
     std::vector<at::Tensor> assumed_finite;
     assumed_finite.reserve(finite_tensors_);
@@ -120,9 +120,8 @@ void set_group_executor_factory(GroupExecutorFactory factory) {
   executor_factory() = std::move(factory);
 }
 
-torch::jit::Operation external_group(const GroupState& state) {
-  auto kernel = std::make_shared<ExternalKernel>(state);
-  return [kernel](Stack& stack) { kernel->run(stack); };
+std::shared_ptr<GroupBase> external_group(const GroupState& state) {
+  return std::make_shared<ExternalKernel>(state);
 }
 
 }  // namespace graphfuse

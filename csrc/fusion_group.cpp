@@ -157,7 +157,10 @@ torch::jit::RegisterOperators register_ops({
         c10::AliasAnalysisKind::FROM_SCHEMA),
     torch::jit::Operator(
         c10::Symbol::fromQualString(kGroupKind),
-        [](const Node* node) { return group_kernel(GroupState::of(node)); },
+        [](const Node* node) -> torch::jit::Operation {
+          auto group = make_group(GroupState::of(node));
+          return [group](Stack& stack) { group->run(stack); };
+        },
         c10::AliasAnalysisKind::PURE_FUNCTION),
 });
 
@@ -197,7 +200,7 @@ GroupState GroupState::of(const Node* node) {
   return s;
 }
 
-torch::jit::Operation group_kernel(const GroupState& state) {
+std::shared_ptr<GroupBase> make_group(const GroupState& state) {
   if (state.backend == kOneDnnBackend) return onednn_group(state);
   if (state.backend == kConstantBackend) return constant_group(state);
   return external_group(state);
@@ -279,6 +282,15 @@ std::vector<int64_t> spec_of(c10::ArrayRef<c10::IValue> values) {
     spec.insert(spec.end(), t.strides().begin(), t.strides().end());
   }
   return spec;
+}
+
+std::vector<int64_t> sizes_key(const std::vector<at::Tensor>& tensors) {
+  std::vector<int64_t> key;
+  for (const auto& t : tensors) {
+    key.push_back(t.dim());
+    key.insert(key.end(), t.sizes().begin(), t.sizes().end());
+  }
+  return key;
 }
 
 bool respecializing() { return t_respecializing; }

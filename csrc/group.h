@@ -39,6 +39,9 @@ struct GroupState {
   std::vector<c10::TypePtr> types, output_types;
   std::shared_ptr<torch::jit::Graph> subgraph, head, tail;
   std::vector<c10::IValue> constant_inputs;  // per input: its value where constant, else None
+  // Sizes (sizes_key) of the description's inputs at which a saved group compiles on first
+  // sight, as at the profiled sizes: the specs export was given.
+  std::vector<std::vector<int64_t>> warm_sizes;
 
   static GroupState of(const torch::jit::Node* node);
 };
@@ -48,6 +51,11 @@ class GroupBase {
   // exact_strides: the backend reads inputs with the profiled strides only.
   GroupBase(const GroupState& state, bool exact_strides);
   virtual ~GroupBase() = default;
+
+  // Takes the node's inputs from the stack and pushes its outputs.
+  virtual void run(torch::jit::Stack& stack) = 0;
+  // The sizes (sizes_key) of the description's inputs of each spec compiled so far.
+  virtual std::vector<std::vector<int64_t>> compiled_sizes() { return {}; }
 
  protected:
   // Pops the finite flags and checks the guard over the `n` inputs; when
@@ -88,6 +96,9 @@ class GroupBase {
   std::map<std::vector<int64_t>, std::unique_ptr<torch::jit::GraphFunction>> specs_;
   bool logged_limit_ = false;  // a spec refused past the limits was logged
 };
+
+// Each tensor's rank, then its sizes.
+std::vector<int64_t> sizes_key(const std::vector<at::Tensor>& tensors);
 
 // The spec of `values`: each tensor's dtype, rank, sizes and strides (and whether it
 // requires grad under grad mode), -1 for any other value.
@@ -150,10 +161,11 @@ inline size_t us_since(std::chrono::steady_clock::time_point start) {
 }
 
 // The kernel of each backend, as the operation of its fusion group's node.
-torch::jit::Operation onednn_group(const GroupState& state);
-torch::jit::Operation external_group(const GroupState& state);
-torch::jit::Operation constant_group(const GroupState& state);
-torch::jit::Operation group_kernel(const GroupState& state);
+std::shared_ptr<GroupBase> onednn_group(const GroupState& state);
+std::shared_ptr<GroupBase> external_group(const GroupState& state);
+std::shared_ptr<GroupBase> constant_group(const GroupState& state);
+// The kernel of the state's backend.
+std::shared_ptr<GroupBase> make_group(const GroupState& state);
 
 // The seconds each of `runs` executions of a oneDNN description's partition takes on these
 // inputs (at their strides), after one that also prepares its constants: what a policy that

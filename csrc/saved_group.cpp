@@ -147,6 +147,8 @@ GroupState state_of(const State& saved) {
   s.free_layout = integers(field_or(saved, "free_layout", ""));
   s.head = view_graph(field_or(saved, "head", ""));
   s.tail = view_graph(field_or(saved, "tail", ""));
+  for (const auto& sizes : split(field_or(saved, "sizes", ""), ';'))
+    s.warm_sizes.push_back(integers(sizes));
   return s;
 }
 
@@ -189,8 +191,8 @@ class SavedGroup : public torch::CustomClassHolder {
   // code's unfused ops then take.
   std::tuple<bool, std::vector<at::Tensor>> run(std::vector<at::Tensor> inputs,
                                                 const c10::List<bool>& finite) {
-    auto* op = kernel();
-    if (op == nullptr) {
+    auto* group = kernel();
+    if (group == nullptr) {
       ++counters().fallbacks;
       return {false, std::move(inputs)};
     }
@@ -198,7 +200,7 @@ class SavedGroup : public torch::CustomClassHolder {
     stack.reserve(inputs.size() + finite.size());
     for (auto& t : inputs) stack.emplace_back(std::move(t));
     for (bool f : finite) stack.emplace_back(f);
-    (*op)(stack);
+    group->run(stack);
     bool declined = take_declined();
     std::vector<at::Tensor> values;
     values.reserve(stack.size());
@@ -206,13 +208,26 @@ class SavedGroup : public torch::CustomClassHolder {
     return {!declined, std::move(values)};
   }
 
+  // The sizes of every spec compiled so far become the state's: a process that loads the
+  // file compiles them on their first call.
+  void remember_sizes() {
+    auto* group = kernel();
+    if (group == nullptr) return;
+    std::string text;
+    for (const auto& sizes : group->compiled_sizes()) {
+      if (!text.empty()) text += ";";
+      for (size_t i = 0; i < sizes.size(); ++i) text += (i ? " " : "") + std::to_string(sizes[i]);
+    }
+    state_.insert_or_assign("sizes", text);
+  }
+
  private:
   // The kernel, made on the first call; none where the file cannot run fused here.
-  torch::jit::Operation* kernel() {
+  GroupBase* kernel() {
     std::call_once(made_, [&] {
       if (!why_not_.empty()) return;
       try {
-        op_ = group_kernel(state_of(state_));
+        group_ = make_group(state_of(state_));
       } catch (const std::exception& e) {
         why_not_ = e.what();
         TORCH_CHECK(!strict_load(), "torch_graphfuse: ", label_, " cannot run fused here: ",
@@ -220,7 +235,7 @@ class SavedGroup : public torch::CustomClassHolder {
         warn();
       }
     });
-    return op_ ? &*op_ : nullptr;
+    return group_.get();
   }
 
   void warn() const {
@@ -242,7 +257,7 @@ class SavedGroup : public torch::CustomClassHolder {
   std::string label_;
   std::string why_not_;
   std::once_flag made_;
-  std::optional<torch::jit::Operation> op_;
+  std::shared_ptr<GroupBase> group_;
 };
 
 c10::Dict<std::string, int64_t> kernel_stats() {
@@ -271,6 +286,8 @@ TORCH_LIBRARY(graphfuse, m) {
   m.class_<SavedGroup>("SavedGroup")
       .def(torch::init<State>())
       .def("state", [](const c10::intrusive_ptr<SavedGroup>& self) { return self->state(); })
+      .def("remember_sizes",
+           [](const c10::intrusive_ptr<SavedGroup>& self) { self->remember_sizes(); })
       .def_pickle(
           [](const c10::intrusive_ptr<SavedGroup>& self) -> State { return self->state(); },
           [](State state) { return c10::make_intrusive<SavedGroup>(std::move(state)); });

@@ -14,6 +14,7 @@
 #include <list>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "../buffer_pool.h"
@@ -91,6 +92,7 @@ class Kernel : public GroupBase {
     for (auto i : state.any_layout) any_layout_.at(i) = true;
     if (state.prepared >= 0) prepared_ = take_prepared(state.prepared);
     flush_denormals_ = DenormalsFlushed::supported() && state.flush_denormals;
+    warm_.insert(state.warm_sizes.begin(), state.warm_sizes.end());
     for (auto id : desc_.inputs) {
       bool matmul = false, conv_src = false, others = false;
       for (const auto& op : desc_.ops)
@@ -117,7 +119,12 @@ class Kernel : public GroupBase {
 
   ~Kernel() override { counters().model_weight_bytes -= model_weight_bytes_; }
 
-  void run(Stack& stack) {
+  std::vector<std::vector<int64_t>> compiled_sizes() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {compiled_sizes_.begin(), compiled_sizes_.end()};
+  }
+
+  void run(Stack& stack) override {
     RECORD_FUNCTION(name_, c10::ArrayRef<const c10::IValue>{});
     auto n = desc_.inputs.size();
     // The tensors only the shape arithmetic reads come last: the fallback and the head
@@ -248,7 +255,7 @@ class Kernel : public GroupBase {
       // A spec other than the profiled one is compiled when it comes again: a stream of
       // sizes that never repeat runs as ATen would, and pays no compile per call.
       size_t compile_at = memory_budget().compile_at;
-      if (compile_at > 1 && !at_profiled_sizes(inputs)) {
+      if (compile_at > 1 && !at_profiled_sizes(inputs) && !warm_.count(sizes_key(inputs))) {
         if (sightings_.size() >= kSightings) sightings_.clear();
         if (++sightings_[key] < compile_at) {
           ++counters().unseen_spec_runs;
@@ -259,6 +266,7 @@ class Kernel : public GroupBase {
       lru_.push_front(key);
       auto entry = std::make_shared<Entry>();
       compile(*entry, inputs, strides, layouts, given);
+      if (entry->compiled) compiled_sizes_.insert(sizes_key(inputs));
       it = cache_.emplace(key, std::make_pair(std::move(entry), lru_.begin())).first;
       // The newest spec always stays; older ones go, least recently used
       // first, past the per-group count, or past the weight budget of all groups
@@ -630,6 +638,9 @@ class Kernel : public GroupBase {
   // Specs not compiled yet, with the calls seen (at most kSightings, then counted anew).
   static constexpr size_t kSightings = 4096;
   std::unordered_map<SpecKey, size_t, SpecHash> sightings_;
+  // Input sizes compiled at first sight (a saved group's exported specs), and those
+  // compiled so far (which export saves as such).
+  std::set<std::vector<int64_t>> warm_, compiled_sizes_;
   std::shared_ptr<Entry> last_;  // the spec of the previous call, checked first
   SpecKey last_key_;
   bool recorded_ = false;  // the first spec run unfused went to the report
@@ -683,10 +694,9 @@ std::optional<std::vector<double>> time_partition(const std::string& text,
   return seconds;
 }
 
-torch::jit::Operation onednn_group(const GroupState& state) {
+std::shared_ptr<GroupBase> onednn_group(const GroupState& state) {
   TORCH_CHECK(onednn::availability().ok, "torch_graphfuse: ", onednn::availability().problem);
-  auto kernel = std::make_shared<Kernel>(state);
-  return [kernel](Stack& stack) { kernel->run(stack); };
+  return std::make_shared<Kernel>(state);
 }
 
 }  // namespace graphfuse

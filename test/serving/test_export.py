@@ -71,6 +71,23 @@ def test_a_saved_model_matches_eager_at_sizes_it_was_not_exported_for(
     assert result["stats"]["fused_runs"] > 0
 
 
+def test_each_exported_spec_runs_fused_from_its_first_call(tmp_path: Path) -> None:
+    model, _, _ = mlp()
+    batches = [(torch.randn(b, 16),) for b in (4, 8, 32)]
+    exported = torch_graphfuse.export(model, batches)
+    # Where other specs run unfused at first sight (the default, unlike this suite's).
+    result = run_saved(tmp_path, {"mlp": (exported, [batches[1], batches[2]])},
+                       env={"TORCH_GRAPHFUSE_COMPILE_AT": "2"})["mlp"]
+    assert result["stats"]["fallbacks"] == 0, result["stats"]
+    assert result["stats"]["fused_runs"] == 4
+    other = (torch.randn(5, 16),)
+    result = run_saved(tmp_path, {"mlp": (exported, [other, other])},
+                       env={"TORCH_GRAPHFUSE_COMPILE_AT": "2"})["mlp"]
+    assert result["stats"]["unseen_spec_runs"] == 2
+    for out in result["outputs"]:
+        fusion_check.assert_matches(out, eager(model, other), "fp32")
+
+
 def test_a_saved_model_is_not_fused_again_where_fusion_is_on() -> None:
     model, inputs, _ = mlp()
     exported = torch_graphfuse.export(model, inputs)

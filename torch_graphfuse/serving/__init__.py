@@ -2,7 +2,7 @@
 
 `export(model, example_inputs)` traces and freezes the model (or takes a frozen
 ScriptModule), runs it fused on the examples, and returns a ScriptModule whose forward
-is the optimized graph with each fusion group as a saved call (fusion/saved_groups.py).
+is the optimized graph with each fusion group as a saved call (saved_groups.py).
 The file it saves to runs fused wherever the runtime library is loaded
 (`runtime_library()`): a libtorch program, Triton's PyTorch backend, or a Python
 process that never imports torch_graphfuse. Without the library it does not load.
@@ -18,7 +18,7 @@ import torch
 
 from .. import _C, log
 from .python_free_ops import python_only_kinds, replace_python_only_ops
-from .saved_groups import save_groups
+from .saved_groups import RUN_SAVED, save_groups
 
 NAME = log.module_name(__file__)
 
@@ -41,9 +41,11 @@ def export(model: torch.nn.Module,
 
     `model`: an nn.Module (traced on the first example and frozen here) or a frozen
     ScriptModule. `example_inputs`: one tuple of inputs, or a list of them. The graph is
-    fused as the profiling runs on the first example see it; inputs of other sizes run
-    fused where a group's partition does not pin its sizes (compiled on the second call of
-    each new spec), else through the group's own ops, saved beside it."""
+    fused as the profiling runs on the first example see it. Where the file is loaded, each
+    example's spec runs fused from its first call (compiled then: oneDNN keeps no compiled
+    partition in a file). Inputs of other sizes run fused where a group's partition does
+    not pin its sizes (compiled on the TORCH_GRAPHFUSE_COMPILE_AT-th call of each new
+    spec), else through the group's own ops, saved beside it."""
     examples = _examples(example_inputs)
     frozen = _frozen(model, examples[0])
     graph = _fused_graph(frozen, examples[0])
@@ -56,10 +58,20 @@ def export(model: torch.nn.Module,
                "ops (a backend the runtime library does not run)")
     log.dump(NAME, lambda: f"the exported graph:\n{graph}")
     exported = _module(graph)
+    _remember_example_sizes(exported, examples)
+    return exported
+
+
+def _remember_example_sizes(exported: torch.jit.ScriptModule, examples: list[Inputs]) -> None:
+    """Run each example until its groups compile (a spec is compiled on its
+    TORCH_GRAPHFUSE_COMPILE_AT-th call), and save the sizes compiled: where the file is
+    loaded, each example's spec then compiles on its first call, with no unfused run."""
     with torch.no_grad():
         for inputs in examples:
-            exported(*inputs)
-    return exported
+            for _ in range(max(1, _C._memory_budget()["compile_at"])):
+                exported(*inputs)
+    for node in exported.graph.findAllNodes(RUN_SAVED, True):
+        node.inputsAt(0).toIValue().remember_sizes()
 
 
 def _examples(example_inputs: Inputs | Sequence[Inputs]) -> list[Inputs]:
