@@ -20,6 +20,11 @@ namespace {
   X(coordinate_transformation_mode) X(data_format) X(mode) X(qtype)            \
   X(rounding_type) X(weights_format)
 
+// The format's first line (torch_graphfuse/backends/onednn/graph_desc.py), and the one
+// version this parser reads. A text without it is one written by hand (tests).
+constexpr const char* kFormat = "graphfuse-desc";
+constexpr int kVersion = 1;
+
 [[noreturn]] void bad(const std::string& what) {
   throw std::invalid_argument("graphfuse backend description: " + what);
 }
@@ -106,7 +111,12 @@ GraphDesc GraphDesc::parse(const std::string& text) {
     std::istringstream in(line);
     std::string tag;
     if (!(in >> tag)) continue;
-    if (tag == "t") {
+    if (tag == kFormat) {
+      auto version = next<int>(in, "version");
+      if (version != kVersion)
+        bad("format version " + std::to_string(version) + ", this runtime reads " +
+            std::to_string(kVersion));
+    } else if (tag == "t") {
       TensorDesc t;
       t.id = next<size_t>(in, "tensor id");
       auto dtype = next<std::string>(in, "dtype");

@@ -2,11 +2,14 @@
 // the tests (test/serving/test_cpp.py) to compare with eager:
 //
 //   check_saved MODEL.pt CALLS.pt OUT.pt [--threads N] [--no-grad] [--no-optimize]
+//                                        [--no-jit-profiling] [--no-jit-executor]
 //
 // CALLS.pt: a list of calls, each a list of input tensors (torch.save). Each call runs
 // twice on one thread (the second call of a new size is the first that may be compiled),
 // under InferenceMode, or NoGradGuard with --no-grad; --no-optimize turns the graph
-// executor's optimization off (Triton's DISABLE_OPTIMIZED_EXECUTION). With --threads N,
+// executor's optimization off (Triton's DISABLE_OPTIMIZED_EXECUTION), and
+// --no-jit-profiling and --no-jit-executor the profiling executor and the graph executor
+// (ENABLE_JIT_PROFILING and ENABLE_JIT_EXECUTOR set to false). With --threads N,
 // N threads then share the one module, each making every call, and each of their outputs
 // must be bit-identical to the first thread's. OUT.pt (torch.load) holds {"outputs": the
 // first thread's outputs, "stats": kernel stats, "thread_mismatches": int,
@@ -102,7 +105,7 @@ std::vector<torch::jit::IValue> serve(torch::jit::Module& model, const std::vect
 int main(int argc, char** argv) {
   if (argc < 4) {
     std::cerr << "usage: check_saved MODEL.pt CALLS.pt OUT.pt [--threads N] [--no-grad] "
-                 "[--no-optimize]\n";
+                 "[--no-optimize] [--no-jit-profiling] [--no-jit-executor]\n";
     return 2;
   }
   int threads = 0;
@@ -115,6 +118,10 @@ int main(int argc, char** argv) {
       no_grad = true;
     } else if (arg == "--no-optimize") {
       torch::jit::setGraphExecutorOptimize(false);
+    } else if (arg == "--no-jit-profiling") {
+      torch::jit::getProfilingMode() = false;
+    } else if (arg == "--no-jit-executor") {
+      torch::jit::getExecutorMode() = false;
     } else {
       std::cerr << "check_saved: unknown argument " << arg << "\n";
       return 2;

@@ -6,40 +6,30 @@ exported for, and an older ISA."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-import torch.utils
 
 import torch_graphfuse
+from torch_graphfuse.testing import cpp_examples
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fusion_check  # noqa: E402
 from saved_models import MODELS, Inputs  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 EMULATED_AVX2 = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 
 
 @pytest.fixture(scope="session")
 def programs() -> Path:
     """examples/cpp built into build/cpp (incrementally: once per checkout)."""
-    if shutil.which("cmake") is None:
-        pytest.skip("cmake is not installed")
-    build = ROOT / "build" / "cpp"
-    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    configure = ["cmake", "-S", str(ROOT / "examples" / "cpp"), "-B", str(build), *generator,
-                 f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
-                 f"-DGRAPHFUSE_RUNTIME={torch_graphfuse.runtime_library()}"]
-    for command in (configure, ["cmake", "--build", str(build)]):
-        done = subprocess.run(command, capture_output=True, text=True)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return build
+    if cpp_examples.missing():
+        pytest.skip(cpp_examples.missing())
+    return cpp_examples.build()
 
 
 def check_saved(programs: Path, tmp_path: Path, module: torch.jit.ScriptModule,
@@ -77,7 +67,8 @@ def test_a_saved_model_runs_fused_in_a_libtorch_program(programs: Path, tmp_path
 
 
 @pytest.mark.parametrize("flags", [(), ("--no-grad",), ("--no-optimize",),
-                                   ("--no-grad", "--no-optimize")])
+                                   ("--no-grad", "--no-optimize"), ("--no-jit-profiling",),
+                                   ("--no-jit-executor",)])
 @pytest.mark.parametrize("name", ["mlp", "bert", "t5"])
 def test_threads_sharing_one_module_get_one_threads_bits_at_any_size(
         programs: Path, tmp_path: Path, name: str, flags: tuple[str, ...]) -> None:

@@ -127,6 +127,7 @@ def first_group_inputs(module: torch.jit.ScriptModule, inputs: Inputs) -> list[t
     {"format": "0"},
     {"backend": "cudnn"},
     {"desc": "this is no description"},
+    {"desc": "graphfuse-desc 99\n"},
     {"types": "Float|2|x,16|"},
     {"head": "graph(%0 : Tensor):\n  what\n"},
 ])

@@ -4,7 +4,15 @@ Op mapping builds a `BackendGraph` of a JIT block: one logical tensor per JIT
 value (id = `Value.unique()`, plus fresh ids for tensors internal to a node's
 mapping) and backend ops that remember the JIT node they came from. The text
 form is parsed by csrc/onednn/desc.cpp, both for partitioning and, stored on each
-FusionGroup node, to compile its partition at run time.
+FusionGroup node, to compile its partition at run time. A saved model
+(torch_graphfuse.export) keeps it in its file, so it is a file format: its first
+line names the format and its version, which the parser checks.
+
+    graphfuse-desc 1
+    t <id> <dtype> <c|v> <rank> <sizes...> [s <strides...>]     a logical tensor
+    o <id> <kind> <n> <inputs...> <n> <outputs...> <n> (<attribute> <type> <n> <values...>)...
+    in <ids...>                                                  the input ports, in order
+    out <ids...>                                                 the output ports, in order
 """
 
 from __future__ import annotations
@@ -16,6 +24,9 @@ from typing import Any
 
 import torch
 
+# The format's version: csrc/onednn/desc.cpp reads this one only.
+FORMAT = "graphfuse-desc"
+VERSION = 1
 # torch dtype -> oneDNN data type name (csrc/onednn/desc.cpp's names).
 _NAMES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.uint8: "u8", torch.int8: "s8"}
 # The floating dtypes oneDNN groups compute in.
@@ -128,7 +139,8 @@ class BackendGraph:
         """The description of `ops` (all by default) with the given port order."""
         ops = list(self.ops if ops is None else ops)
         used = sorted({t for op in ops for t in (*op.inputs, *op.outputs)})
-        lines = [self.tensors[t].line() for t in used]
+        lines = [f"{FORMAT} {VERSION}"]
+        lines += [self.tensors[t].line() for t in used]
         lines += [op.line() for op in ops]
         if inputs:
             lines.append("in " + " ".join(map(str, inputs)))
