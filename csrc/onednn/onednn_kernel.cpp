@@ -163,6 +163,14 @@ class Kernel : public GroupBase {
         strides.push_back(canonical_strides(inputs.back()));
       }
     }
+    // A saved group's weights are the saved code's constants, first seen here: they set
+    // the weight budget as a node's constant inputs do.
+    if (saved_)
+      std::call_once(weights_counted_, [&] {
+        for (size_t i = 0; i < n; ++i)
+          if (desc_.tensors.at(desc_.inputs[i]).constant) model_weight_bytes_ += inputs[i].nbytes();
+        counters().model_weight_bytes += model_weight_bytes_;
+      });
     auto entry = lookup(inputs, strides, layouts, given, shape);
     if (!entry || !entry->compiled) {
       ++counters().fallbacks;
@@ -629,6 +637,7 @@ class Kernel : public GroupBase {
   std::unique_ptr<ViewGraph> tail_;  // views of the description's outputs it outputs, if any
   bool generic_tried_ = false;
   size_t model_weight_bytes_ = 0;  // the node's constant tensor inputs
+  std::once_flag weights_counted_;  // a saved group's, on its first run
   std::weak_ptr<WeightCharge> prepared_charge_, generic_charge_;
   std::mutex mu_;
   std::list<SpecKey> lru_;

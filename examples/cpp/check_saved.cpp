@@ -102,7 +102,20 @@ std::vector<torch::jit::IValue> serve(torch::jit::Module& model, const std::vect
 
 }  // namespace
 
+int run(int argc, char** argv);
+
+// A file that does not load (truncated, made by another torch, a library not loaded) is
+// a message and exit status 1, not an uncaught exception.
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << argv[0] << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+int run(int argc, char** argv) {
   if (argc < 4) {
     std::cerr << "usage: check_saved MODEL.pt CALLS.pt OUT.pt [--threads N] [--no-grad] "
                  "[--no-optimize] [--no-jit-profiling] [--no-jit-executor]\n";

@@ -66,7 +66,20 @@ int64_t groups_run(const char* kind) {
 
 }  // namespace
 
+int run(int argc, char** argv);
+
+// A file that does not load (truncated, made by another torch, a library not loaded) is
+// a message and exit status 1, not an uncaught exception.
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << argv[0] << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+int run(int argc, char** argv) {
   if (argc < 3) {
     std::cerr << "usage: serve MODEL.pt INPUTS.pt [--requests N] [--warmup W] [--llga] [--json]\n";
     return 2;

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import torch_graphfuse
+from torch_graphfuse.serving.saved_groups import RUN_SAVED
 from torch_graphfuse.testing import cpp_examples
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
@@ -41,7 +42,7 @@ def check_saved(programs: Path, tmp_path: Path, module: torch.jit.ScriptModule,
                            *flags], capture_output=True, text=True, timeout=600,
                           env={**os.environ, **(env or {})})
     assert done.returncode == 0, done.stderr[-3000:]
-    return torch.load(str(out), weights_only=False)
+    return {**torch.load(str(out), weights_only=False), "stderr": done.stderr}
 
 
 def eager(model: torch.nn.Module, inputs: Inputs) -> object:
@@ -89,3 +90,38 @@ def test_a_saved_model_runs_on_emulated_avx2(programs: Path, tmp_path: Path, nam
                          env=EMULATED_AVX2)
     matches_eager(result, model, calls)
     assert result["stats"]["fused_runs"] > 0
+
+
+def with_states_changed(module: torch.jit.ScriptModule, **change: str) -> torch.jit.ScriptModule:
+    """The module with every saved group's state changed: a file another process made."""
+    graph = module.graph
+    for node in graph.findAllNodes(RUN_SAVED, True):
+        state = {**node.inputsAt(0).toIValue().state(), **change}
+        with graph.insert_point_guard(node):
+            node.replaceInput(0, graph.insertConstant(torch.classes.graphfuse.SavedGroup(state)))
+    return module
+
+
+def test_a_file_made_by_another_onednn_runs_its_fallback_code_with_one_warning(
+        programs: Path, tmp_path: Path) -> None:
+    model, inputs, _ = MODELS["bert"]()
+    exported = with_states_changed(torch_graphfuse.export(model, inputs), onednn="0.0.0")
+    result = check_saved(programs, tmp_path, exported, [inputs])
+    matches_eager(result, model, [inputs])
+    # Its oneDNN groups; its size-constant groups need no oneDNN and still run.
+    assert result["stats"]["compiles"] == 0 and result["stats"]["fallbacks"] > 0
+    assert result["stderr"].count("cannot run fused here") == 1
+
+
+def test_a_file_that_does_not_load_is_an_error_not_a_crash(programs: Path,
+                                                           tmp_path: Path) -> None:
+    model, inputs, _ = MODELS["mlp"]()
+    torch.jit.save(torch_graphfuse.export(model, inputs), str(tmp_path / "model.pt"))
+    data = (tmp_path / "model.pt").read_bytes()
+    (tmp_path / "model.pt").write_bytes(data[:len(data) // 2])
+    torch.save([list(inputs)], str(tmp_path / "calls.pt"))
+    done = subprocess.run([str(programs / "check_saved"), str(tmp_path / "model.pt"),
+                           str(tmp_path / "calls.pt"), str(tmp_path / "out.pt")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert "check_saved:" in done.stderr

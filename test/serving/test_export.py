@@ -14,6 +14,7 @@ import torch
 import torch_graphfuse
 from torch_graphfuse.group_schema import KIND
 from torch_graphfuse.serving.saved_groups import RUN_SAVED
+from torch_graphfuse.testing.runner import precision
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -86,6 +87,17 @@ def test_each_exported_spec_runs_fused_from_its_first_call(tmp_path: Path) -> No
     assert result["stats"]["unseen_spec_runs"] == 2
     for out in result["outputs"]:
         fusion_check.assert_matches(out, eager(model, other), "fp32")
+
+
+def test_a_model_exported_under_bf16_autocast_runs_its_casts_without_autocast(
+        tmp_path: Path) -> None:
+    model, inputs, others = mlp()
+    with torch.no_grad(), precision("bf16"):
+        exported = torch_graphfuse.export(model, inputs)
+        refs = [model(*call) for call in (inputs, *others)]
+    result = run_saved(tmp_path, {"bf16": (exported, [inputs, *others])})["bf16"]
+    for out, ref in zip(result["outputs"], refs, strict=True):
+        fusion_check.assert_matches(out, ref, "bf16")
 
 
 def test_a_saved_model_is_not_fused_again_where_fusion_is_on() -> None:

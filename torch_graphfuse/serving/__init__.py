@@ -91,8 +91,17 @@ def _frozen(model: torch.nn.Module, inputs: Inputs) -> torch.jit.ScriptModule:
         if hasattr(model, "training"):  # scripted or traced, not frozen yet
             return torch.jit.freeze(model.eval())
         return model
-    with torch.no_grad():
-        return torch.jit.freeze(torch.jit.trace(model.eval(), inputs))
+    # Under autocast, tracing records each weight's cast, which the trace then holds as a
+    # constant and refuses where the weight requires grad: traced with grad off, restored.
+    needs_grad = [p for p in model.parameters() if p.requires_grad]
+    try:
+        for p in needs_grad:
+            p.requires_grad_(False)
+        with torch.no_grad():
+            return torch.jit.freeze(torch.jit.trace(model.eval(), inputs))
+    finally:
+        for p in needs_grad:
+            p.requires_grad_(True)
 
 
 def _fused_graph(frozen: torch.jit.ScriptModule, inputs: Inputs) -> torch._C.Graph:
