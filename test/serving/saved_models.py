@@ -24,6 +24,11 @@ def convnet() -> tuple[nn.Module, Inputs, list[Inputs]]:
                                                  (torch.randn(3, 3, 48, 48),)]
 
 
+def resnet50() -> tuple[nn.Module, Inputs, list[Inputs]]:
+    model = models.resnet50(num_classes=10).eval()
+    return model, (torch.randn(1, 3, 64, 64),), [(torch.randn(2, 3, 64, 64),)]
+
+
 def shorter(inputs: Inputs, by: int) -> Inputs:
     """Token inputs `by` tokens shorter: another length of the same request kind."""
     return tuple(t[:, :t.shape[1] - by] if t.dim() == 2 else t for t in inputs)
@@ -50,6 +55,7 @@ def int8_pt2e() -> tuple[nn.Module, Inputs, list[Inputs]]:
 MODELS = {
     "mlp": mlp,
     "convnet": convnet,
+    "resnet50": resnet50,
     "bert": zoo_model("hf/bert"),                # head and tail views around attention
     "gpt2": zoo_model("hf/gpt2"),                # a causal mask from sizes
     "t5": zoo_model("hf/t5"),                    # size-constant groups (relative position bias)

@@ -98,7 +98,13 @@ def _frozen(model: torch.nn.Module, inputs: Inputs) -> torch.jit.ScriptModule:
         for p in needs_grad:
             p.requires_grad_(False)
         with torch.no_grad():
-            return torch.jit.freeze(torch.jit.trace(model.eval(), inputs))
+            frozen = torch.jit.freeze(torch.jit.trace(model.eval(), inputs))
+        # Freezing keeps a weight that requires no grad as the parameter itself: detached,
+        # the constant stays without grad once the parameter's flag is restored.
+        for node in frozen.graph.findAllNodes("prim::Constant"):
+            if node.output().type().kind() == "TensorType" and node.hasAttribute("value"):
+                node.t_("value", node.t("value").detach())
+        return frozen
     finally:
         for p in needs_grad:
             p.requires_grad_(True)
