@@ -14,6 +14,7 @@ import torch
 import torch_graphfuse
 from torch_graphfuse.group_schema import KIND
 from torch_graphfuse.serving.saved_groups import RUN_SAVED
+from torch_graphfuse.testing import cudnn_on_cpu, runner
 from torch_graphfuse.testing.runner import precision
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
@@ -98,6 +99,21 @@ def test_a_model_exported_under_bf16_autocast_runs_its_casts_without_autocast(
     result = run_saved(tmp_path, {"bf16": (exported, [inputs, *others])})["bf16"]
     for out, ref in zip(result["outputs"], refs, strict=True):
         fusion_check.assert_matches(out, ref, "bf16")
+
+
+def test_cudnn_groups_are_saved_as_their_ops(tmp_path: Path) -> None:
+    model, inputs, others = mlp()
+    with cudnn_on_cpu.on_cpu():
+        _, _, graph = runner.fused(model, inputs)
+        exported = torch_graphfuse.export(model, inputs)
+    assert [g for g in runner.fusion_groups(graph) if g.s("backend") == "cudnn"]
+    assert not exported.graph.findAllNodes(RUN_SAVED, True)
+    assert not exported.graph.findAllNodes(KIND, True)
+    calls = [inputs, *others]
+    result = run_saved(tmp_path, {"cudnn": (exported, calls)})["cudnn"]
+    assert result["stats"]["fused_runs"] == 0
+    for out, call in zip(result["outputs"], calls, strict=True):
+        fusion_check.assert_matches(out, eager(model, call), "fp32")
 
 
 def test_a_saved_model_is_not_fused_again_where_fusion_is_on() -> None:
