@@ -14,10 +14,11 @@
 // must be bit-identical to the first thread's. OUT.pt (torch.load) holds {"outputs": the
 // first thread's outputs, "stats": kernel stats, "thread_mismatches": int,
 // "python_mapped": whether any libpython is in this process}.
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 #include <torch/serialize.h>
+
+#include "saved_model.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -34,21 +35,12 @@ namespace {
 using Call = std::vector<torch::jit::IValue>;
 
 std::vector<Call> load_calls(const char* path) {
-  std::ifstream file(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   std::vector<Call> calls;
-  for (const auto& call : torch::pickle_load(bytes).toList()) {
+  for (const auto& call : saved_model::load_list(path)) {
     auto inputs = call.get().toList();
     calls.emplace_back(inputs.begin(), inputs.end());
   }
   return calls;
-}
-
-c10::Dict<std::string, int64_t> kernel_stats() {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("graphfuse::kernel_stats", "")
-                       .typed<c10::Dict<std::string, int64_t>()>();
-  return op.call();
 }
 
 bool python_mapped() {
@@ -102,20 +94,7 @@ std::vector<torch::jit::IValue> serve(torch::jit::Module& model, const std::vect
 
 }  // namespace
 
-int run(int argc, char** argv);
-
-// A file that does not load (truncated, made by another torch, a library not loaded) is
-// a message and exit status 1, not an uncaught exception.
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << argv[0] << ": " << e.what() << "\n";
-    return 1;
-  }
-}
-
-int run(int argc, char** argv) {
+static int run_program(int argc, char** argv) {
   if (argc < 4) {
     std::cerr << "usage: check_saved MODEL.pt CALLS.pt OUT.pt [--threads N] [--no-grad] "
                  "[--no-optimize] [--no-jit-profiling] [--no-jit-executor]\n";
@@ -158,7 +137,7 @@ int run(int argc, char** argv) {
   c10::impl::GenericList outputs(c10::AnyType::get());
   for (auto& value : first) outputs.push_back(value);
   out.insert("outputs", outputs);
-  c10::Dict<std::string, int64_t> stats = kernel_stats();
+  c10::Dict<std::string, int64_t> stats = saved_model::kernel_stats();
   out.insert("stats", stats);
   out.insert("thread_mismatches", mismatches.load());
   out.insert("python_mapped", python_mapped());
@@ -166,3 +145,5 @@ int run(int argc, char** argv) {
   std::ofstream(argv[3], std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return 0;
 }
+
+int main(int argc, char** argv) { return saved_model::guarded_main(run_program, argc, argv); }

@@ -8,11 +8,12 @@
 // Prints the time to the first result (load and first call) and the median of N requests
 // after W more; --llga turns torch's own oneDNN fuser on (for a frozen TorchScript model,
 // as a peer); --json prints one line of JSON instead.
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/jit/codegen/onednn/interface.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 #include <torch/serialize.h>
+
+#include "saved_model.h"
 
 #include <algorithm>
 #include <chrono>
@@ -26,18 +27,8 @@
 namespace {
 
 std::vector<torch::jit::IValue> load_inputs(const char* path) {
-  std::ifstream file(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  auto list = torch::pickle_load(bytes).toList();
+  auto list = saved_model::load_list(path);
   return std::vector<torch::jit::IValue>(list.begin(), list.end());
-}
-
-// The runtime's kernel stats: how many group runs were fused, fell back, compiled.
-c10::Dict<std::string, int64_t> kernel_stats() {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("graphfuse::kernel_stats", "")
-                       .typed<c10::Dict<std::string, int64_t>()>();
-  return op.call();
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -66,20 +57,7 @@ int64_t groups_run(const char* kind) {
 
 }  // namespace
 
-int run(int argc, char** argv);
-
-// A file that does not load (truncated, made by another torch, a library not loaded) is
-// a message and exit status 1, not an uncaught exception.
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << argv[0] << ": " << e.what() << "\n";
-    return 1;
-  }
-}
-
-int run(int argc, char** argv) {
+static int run_program(int argc, char** argv) {
   if (argc < 3) {
     std::cerr << "usage: serve MODEL.pt INPUTS.pt [--requests N] [--warmup W] [--llga] [--json]\n";
     return 2;
@@ -117,7 +95,7 @@ int run(int argc, char** argv) {
   }
   std::sort(ms.begin(), ms.end());
   double median_ms = ms[ms.size() / 2];
-  auto stats = kernel_stats();
+  auto stats = saved_model::kernel_stats();
   int64_t groups = llga ? groups_run("prim::oneDNNFusionGroup") : groups_run("graphfuse::run_saved");
   if (json) {
     std::cout << "{\"first_ms\": " << first_ms << ", \"median_ms\": " << median_ms
@@ -134,3 +112,5 @@ int run(int argc, char** argv) {
             << ", compiles: " << stats.at("compiles") << "\n";
   return 0;
 }
+
+int main(int argc, char** argv) { return saved_model::guarded_main(run_program, argc, argv); }
