@@ -7,7 +7,6 @@
 // group's ops, the fallback torch_graphfuse.export writes beside each call.
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/jit/frontend/function_schema_parser.h>
 #include <torch/csrc/jit/ir/irparser.h>
 #include <torch/csrc/jit/jit_log.h>
 #include <torch/custom_class.h>
