@@ -54,7 +54,7 @@ class GroupBase {
 
   // Takes the node's inputs from the stack and pushes its outputs.
   virtual void run(torch::jit::Stack& stack) = 0;
-  // The sizes (sizes_key) of the description's inputs of each spec compiled so far.
+  // The sizes (sizes_key) of the description's inputs of each compiled spec it still keeps.
   virtual std::vector<std::vector<int64_t>> compiled_sizes() { return {}; }
 
  protected:

@@ -57,6 +57,7 @@ struct WeightCharge {
 
 struct Entry {
   std::optional<Compiled> compiled;        // empty: this spec runs unfused
+  std::vector<int64_t> sizes;              // sizes_key of the inputs it was compiled for
   std::shared_ptr<WeightCharge> weights;   // the constant inputs its partition binds
   // Per output, the input oneDNN may overwrite with it (-1: none): that
   // input's buffer becomes the output when nothing else holds it.
@@ -119,9 +120,13 @@ class Kernel : public GroupBase {
 
   ~Kernel() override { counters().model_weight_bytes -= model_weight_bytes_; }
 
+  // The specs still cached: what export saves, right after running its examples.
   std::vector<std::vector<int64_t>> compiled_sizes() override {
     std::lock_guard<std::mutex> lock(mu_);
-    return {compiled_sizes_.begin(), compiled_sizes_.end()};
+    std::set<std::vector<int64_t>> sizes;
+    for (const auto& [key, cached] : cache_)
+      if (cached.first->compiled) sizes.insert(cached.first->sizes);
+    return {sizes.begin(), sizes.end()};
   }
 
   void run(Stack& stack) override {
@@ -274,7 +279,7 @@ class Kernel : public GroupBase {
       lru_.push_front(key);
       auto entry = std::make_shared<Entry>();
       compile(*entry, inputs, strides, layouts, given);
-      if (entry->compiled) compiled_sizes_.insert(sizes_key(inputs));
+      entry->sizes = sizes_key(inputs);
       it = cache_.emplace(key, std::make_pair(std::move(entry), lru_.begin())).first;
       // The newest spec always stays; older ones go, least recently used
       // first, past the per-group count, or past the weight budget of all groups
@@ -647,9 +652,8 @@ class Kernel : public GroupBase {
   // Specs not compiled yet, with the calls seen (at most kSightings, then counted anew).
   static constexpr size_t kSightings = 4096;
   std::unordered_map<SpecKey, size_t, SpecHash> sightings_;
-  // Input sizes compiled at first sight (a saved group's exported specs), and those
-  // compiled so far (which export saves as such).
-  std::set<std::vector<int64_t>> warm_, compiled_sizes_;
+  // Input sizes compiled at first sight: a saved group's exported specs.
+  std::set<std::vector<int64_t>> warm_;
   std::shared_ptr<Entry> last_;  // the spec of the previous call, checked first
   SpecKey last_key_;
   bool recorded_ = false;  // the first spec run unfused went to the report
