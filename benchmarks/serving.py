@@ -63,28 +63,28 @@ def prepare(name: str, small: bool, folder: Path) -> dict[str, Any]:
     return {"name": name, "small": small}
 
 
-def run_serve(programs: Path, folder: Path, model_file: str, flags: list[str],
-              requests: int) -> dict[str, float] | str:
-    done = subprocess.run([str(programs / "serve"), str(folder / model_file),
-                           str(folder / "inputs.pt"), "--json", "--requests", str(requests),
-                           *flags], capture_output=True, text=True, timeout=900)
+def last_json_line(command: list[str]) -> dict[str, float] | str:
+    """The JSON a fresh process prints on its last line, or why it printed none."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         return f"exit {done.returncode}: {done.stderr.strip()[-200:]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_serve(programs: Path, folder: Path, model_file: str, flags: list[str],
+              requests: int) -> dict[str, float] | str:
+    return last_json_line([str(programs / "serve"), str(folder / model_file),
+                           str(folder / "inputs.pt"), "--json", "--requests", str(requests),
+                           *flags])
 
 
 def run_child(kind: str, folder: Path, requests: int) -> dict[str, float] | str:
-    done = subprocess.run([sys.executable, __file__, "--child", kind, "--dir", str(folder),
-                           "--requests", str(requests)], capture_output=True, text=True,
-                          timeout=900)
-    if done.returncode != 0:
-        return f"exit {done.returncode}: {done.stderr.strip()[-200:]}"
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return last_json_line([sys.executable, __file__, "--child", kind, "--dir", str(folder),
+                           "--requests", str(requests)])
 
 
 def child(kind: str, folder: Path, requests: int) -> dict[str, float]:
     """One Python peer, in this fresh process: time to first result, then the median."""
-    torch.set_num_threads(torch.get_num_threads())
     inputs = tuple(torch.load(str(folder / "inputs.pt")))
     if kind == "py_saved":
         start = time.perf_counter()

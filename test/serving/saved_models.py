@@ -61,3 +61,9 @@ MODELS = {
     "t5": zoo_model("hf/t5"),                    # size-constant groups (relative position bias)
     "int8_pt2e": int8_pt2e,
 }
+
+
+def eager(model: nn.Module, inputs: Inputs) -> object:
+    """The model's outputs as eager computes them (a frozen int8 model run unfused)."""
+    with torch.no_grad():
+        return model(*inputs)

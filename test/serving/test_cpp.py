@@ -20,7 +20,7 @@ from torch_graphfuse.testing import cpp_examples
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fusion_check  # noqa: E402
-from saved_models import MODELS, Inputs  # noqa: E402
+from saved_models import MODELS, Inputs, eager  # noqa: E402
 
 EMULATED_AVX2 = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 
@@ -44,10 +44,6 @@ def check_saved(programs: Path, tmp_path: Path, module: torch.jit.ScriptModule,
     assert done.returncode == 0, done.stderr[-3000:]
     return {**torch.load(str(out), weights_only=False), "stderr": done.stderr}
 
-
-def eager(model: torch.nn.Module, inputs: Inputs) -> object:
-    with torch.no_grad():
-        return model(*inputs)
 
 
 def matches_eager(result: dict, model: torch.nn.Module, calls: list[Inputs]) -> None:

@@ -20,7 +20,7 @@ from torch_graphfuse.testing.runner import precision
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fusion_check  # noqa: E402
-from saved_models import MODELS, Inputs, convnet, mlp  # noqa: E402
+from saved_models import MODELS, Inputs, convnet, eager, mlp  # noqa: E402
 
 LOADER = Path(__file__).with_name("load_saved.py")
 
@@ -42,10 +42,6 @@ def run_saved(tmp_path: Path, cases: dict[str, tuple[torch.jit.ScriptModule, lis
     assert done.returncode == 0, done.stderr[-3000:]
     return {name: torch.load(path + ".out") for name, path in zip(cases, paths, strict=True)}
 
-
-def eager(model: torch.nn.Module, inputs: Inputs) -> object:
-    with torch.no_grad():
-        return model(*inputs)
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -66,9 +66,10 @@ def _remember_example_sizes(exported: torch.jit.ScriptModule, examples: list[Inp
     """Run each example until its groups compile (a spec is compiled on its
     TORCH_GRAPHFUSE_COMPILE_AT-th call), and save the sizes compiled: where the file is
     loaded, each example's spec then compiles on its first call, with no unfused run."""
+    calls = max(1, _C._memory_budget()["compile_at"])
     with torch.no_grad():
         for inputs in examples:
-            for _ in range(max(1, _C._memory_budget()["compile_at"])):
+            for _ in range(calls):
                 exported(*inputs)
     for node in exported.graph.findAllNodes(RUN_SAVED, True):
         node.inputsAt(0).toIValue().remember_sizes()

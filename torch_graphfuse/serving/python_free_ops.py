@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from ..passes.graph_utils import all_nodes
+
 PYTHON_ONLY = "quantized_decomposed"
 # The ops the runtime library defines under its own namespace.
 PORTABLE = ("quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel",
@@ -19,7 +21,7 @@ PORTABLE = ("quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channe
 def python_only_kinds(graph: torch._C.Graph) -> set[str]:
     """The kinds of the ops in `graph` (blocks included) that only Python defines."""
     kinds = set()
-    for node in _nodes(graph.block()):
+    for node in all_nodes(graph.block()):
         if node.kind().startswith(PYTHON_ONLY + "::"):
             kinds.add(node.kind())
     return kinds
@@ -28,7 +30,7 @@ def python_only_kinds(graph: torch._C.Graph) -> set[str]:
 def replace_python_only_ops(graph: torch._C.Graph) -> int:
     """Rename each call the runtime library has a copy of; how many were renamed."""
     renamed = 0
-    for node in list(_nodes(graph.block())):
+    for node in all_nodes(graph.block()):
         namespace, _, name = node.kind().partition("::")
         if namespace != PYTHON_ONLY or name not in PORTABLE:
             continue
@@ -40,11 +42,3 @@ def replace_python_only_ops(graph: torch._C.Graph) -> int:
         renamed += 1
     return renamed
 
-
-def _nodes(block: torch._C.Block) -> list[torch._C.Node]:
-    found = []
-    for node in block.nodes():
-        found.append(node)
-        for inner in node.blocks():
-            found.extend(_nodes(inner))
-    return found

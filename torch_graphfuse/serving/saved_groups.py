@@ -16,7 +16,7 @@ import re
 
 import torch
 
-from ..group_schema import ATTR, CONSTANT, KIND, ONEDNN
+from ..group_schema import ATTR, CONSTANT, KIND, ONEDNN, backend
 
 RUN_SAVED = "graphfuse::run_saved"
 # Kept as strings in the group's state (the runtime reads them in csrc/saved_group.cpp).
@@ -44,7 +44,7 @@ def group_state(node: torch._C.Node) -> dict[str, str]:
     oneDNN versions) and the node's attributes."""
     state = dict(torch.ops.graphfuse.saved_group_header())
     names = set(node.attributeNames())
-    state["backend"] = node.s(ATTR.backend) if ATTR.backend in names else ONEDNN
+    state["backend"] = backend(node)
     state["desc"] = node.s(ATTR.desc)
     state["label"] = node.s(ATTR.label) if ATTR.label in names else KIND
     state["inputs"] = str(node.inputsSize())
@@ -66,9 +66,7 @@ def group_state(node: torch._C.Node) -> dict[str, str]:
 
 
 def _savable(node: torch._C.Node) -> bool:
-    names = set(node.attributeNames())
-    backend = node.s(ATTR.backend) if ATTR.backend in names else ONEDNN
-    if backend not in (ONEDNN, CONSTANT) or ATTR.finite_by_executor in names:
+    if backend(node) not in (ONEDNN, CONSTANT) or node.hasAttribute(ATTR.finite_by_executor):
         return False
     inputs = list(node.inputs())
     n = _fallback_inputs(node)
