@@ -9,6 +9,8 @@ on every CPU."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from fusion_check import assert_matches, eager, fuse
@@ -205,3 +207,51 @@ def test_grouped_query_attention_with_a_bias(sdpa: bool) -> None:
     batch, heads, tokens = WRITTEN
     _check(Attention(heads, 8, torch.randn(heads, tokens, tokens), sdpa=sdpa, kv_heads=2),
            batch, tokens)
+
+
+class MergedHeads(nn.Module):
+    """Attention over heads split from projections, returned with its heads' transpose and
+    that transpose's reshape, as the fuzzer's graph did: the reshape copies where eager's
+    attention result is contiguous and is a view where it keeps the query's layout."""
+
+    def __init__(self, mask: torch.Tensor) -> None:
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(8, 32) for _ in range(3))
+        self.register_buffer("mask", mask)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        b, n, _ = x.shape
+        q, k, v = (p(x).view(b, n, 4, 8).transpose(1, 2) for p in (self.q, self.k, self.v))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask, scale=0.35)
+        merged = out.transpose(1, 2)
+        return out, merged, merged.reshape(b, n, 32)
+
+
+def _layout(outputs: tuple[torch.Tensor, ...]) -> tuple[object, ...]:
+    pointers = [t.untyped_storage().data_ptr() for t in outputs]
+    return tuple(t.stride() for t in outputs), tuple(
+        pointers.index(p) for p in pointers)
+
+
+@pytest.mark.parametrize("shape", [(4, 6, 6), (1, 4, 6, 6), (6, 6)],
+                         ids=["rank-3", "rank-4", "rank-2"])
+@pytest.mark.parametrize("bool_mask", [False, True], ids=["additive", "bool"])
+def test_attention_result_keeps_eagers_strides_after_the_mask_changes_rank(
+        shape: tuple[int, ...], bool_mask: bool) -> None:
+    """A rank-3 mask sends eager's attention to the math kernel (a contiguous result), a
+    rank-4 one to the flash kernel (the query's layout): given rank 4, the attention's
+    ATen fallback (here for a NaN in the input, as for a size seen once) must still return
+    what eager's math kernel does."""
+    torch.manual_seed(2)
+    mask = torch.randn(shape)
+    model = MergedHeads(mask > 0 if bool_mask else mask).eval()
+    module, _, graph = fuse(model, [torch.randn(1, 6, 8)])
+    assert _attention_fused(graph), graph
+    for batch, nan in itertools.product((1, 2, 3), (False, True)):
+        x = torch.randn(batch, 6, 8)
+        x[-1, -1, -1] = float("nan") if nan else x[-1, -1, -1]
+        with torch.no_grad(), torch_graphfuse.fuser():
+            got = module(x)
+        want = eager(model, [x])
+        assert_matches(got, want, "fp32")
+        assert _layout(got) == _layout(want), (batch, nan)

@@ -15,6 +15,12 @@ from the query and key at run time. Both are views, which the group reading them
 in as its head (fusion/boundary_views): the backend is given the mask in the form its
 kernel reads right. A constant is reshaped instead, since unsqueezing needs no sizes.
 
+Eager's F.scaled_dot_product_attention picks its kernel by the mask's rank: a mask of rank
+3 sends it to the math kernel, whose result is contiguous; of rank 2 or 4, to the flash
+kernel, whose result keeps the query's layout (the heads' transpose of a projection). Where
+the mask goes from rank 3 to 4, the attention's result is made contiguous, so that the ATen
+ops a group falls back to return eager's strides and a later reshape copies as eager's does.
+
 The operands found: the mask of aten::scaled_dot_product_attention, and each tensor of
 more than one element that a binary op adds (or multiplies, ...) to a result that a
 softmax reads, directly or through binary ops alone. backends/onednn/workarounds.py
@@ -104,14 +110,24 @@ def _over_the_scores(graph: torch._C.Graph, sdpa: torch._C.Node) -> bool:
     return True
 
 
+def _contiguous_result(graph: torch._C.Graph, sdpa: torch._C.Node) -> None:
+    """Eager's strides for an attention whose mask had rank 3 (the math kernel's)."""
+    result = sdpa.output()
+    copy = insert_node(graph, sdpa, "aten::contiguous", [result, 0], result.type())
+    copy.moveAfter(sdpa)
+    result.replaceAllUsesAfterNodeWith(copy, copy.output())
+
+
 def run(graph: torch._C.Graph) -> None:
     changed = 0
     for node in all_nodes(graph.block()):
         if node.kind() == SDPA and not node.inputsAt(3).node().mustBeNone():
-            q = profiled_sizes(node.inputsAt(0))
+            q, mask = profiled_sizes(node.inputsAt(0)), profiled_sizes(node.inputsAt(3))
             if q is not None:
-                changed += _at_rank(graph, node, 3, len(q))
-                changed += _over_the_scores(graph, node)
+                ranked = _at_rank(graph, node, 3, len(q))
+                if ranked and len(q) == 4 and mask is not None and len(mask) == 3:
+                    _contiguous_result(graph, node)
+                changed += ranked + _over_the_scores(graph, node)
         elif node.kind() in BINARY_ARITHMETIC and reaches_a_softmax(node.output()):
             scores = profiled_sizes(node.output())
             if scores is None:
