@@ -13,7 +13,7 @@ import itertools
 
 import pytest
 import torch
-from fusion_check import assert_matches, eager, fuse
+from fusion_check import assert_matches, eager, fuse, run
 from torch import nn
 from torch.nn import functional as F
 
@@ -255,3 +255,32 @@ def test_attention_result_keeps_eagers_strides_after_the_mask_changes_rank(
         want = eager(model, [x])
         assert_matches(got, want, "fp32")
         assert _layout(got) == _layout(want), (batch, nan)
+
+
+class KeyMaskFromInput(nn.Module):
+    """Hugging Face's padding mask made from the input, (B, 1, 1, N), through SDPA."""
+
+    def __init__(self, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v = (nn.Linear(16, heads * 2) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        q, k, v = (p(x).view(b, n, self.heads, 2).transpose(1, 2) for p in (self.q, self.k, self.v))
+        keys = (x.mean(-1) > 0.3)[:, None, None, :]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keys, scale=0.35)
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_key_mask_profiled_at_one_token_is_expanded_at_longer_ones(heads: int) -> None:
+    """Profiled at one token, the mask's query dim (1) equals the query's token count, yet
+    broadcasts over the queries at any other length, which oneDNN's kernel reads wrongly
+    (2.0 off at 7 tokens): it is expanded at every length."""
+    model = KeyMaskFromInput(heads)
+    torch.manual_seed(3)
+    module, _, graph = fuse(model, [torch.randn(1, 1, 16)])
+    assert _attention_fused(graph), graph
+    for shape in ((6, 7, 16), (1, 10, 16), (2, 5, 16)):
+        x = torch.randn(shape)
+        assert_matches(run(module, [x]), eager(model, [x]), "fp32")

@@ -92,8 +92,11 @@ def _over_the_scores(graph: torch._C.Graph, sdpa: torch._C.Node) -> bool:
     the key's token counts, where it broadcasts over either."""
     mask, q, k = sdpa.inputsAt(3), sdpa.inputsAt(0), sdpa.inputsAt(1)
     sizes, q_sizes, k_sizes = profiled_sizes(mask), profiled_sizes(q), profiled_sizes(k)
-    if (mask.type().dtype() != torch.bool or None in (sizes, q_sizes, k_sizes)
-            or sizes[-2:] == [q_sizes[-2], k_sizes[-2]] or len(sizes) < 2):
+    # A mask dim of size 1 broadcasts at other sizes even where the profiled token count
+    # was 1 too (a one-token profile of a (B, 1, 1, N) key mask): it is expanded as well.
+    if mask.type().dtype() != torch.bool or None in (sizes, q_sizes, k_sizes) or len(sizes) < 2:
+        return False
+    if sizes[-2:] == [q_sizes[-2], k_sizes[-2]] and 1 not in sizes[-2:]:
         return False
     reads = [insert_node(graph, sdpa, "aten::size", [tensor, -2], torch._C.IntType.get())
              .output() for tensor in (q, k)]
