@@ -5,6 +5,7 @@
 #include <c10/util/strides.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace graphfuse {
 
@@ -41,6 +42,45 @@ bool dense_in_order(c10::IntArrayRef sizes, c10::IntArrayRef strides, const Dims
     expected *= sizes[*it];
   }
   return true;
+}
+
+bool matmul_misreads_batches(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  auto rank = sizes.size();
+  if (rank <= 3) return false;
+  auto inner = rank - 3;
+  int64_t batches = 1, lo = strides[inner], hi = strides[inner];
+  for (size_t d = 0; d <= inner; ++d) {
+    batches *= sizes[d];
+    lo = std::min(lo, strides[d]);
+    hi = std::max(hi, strides[d]);
+  }
+  if (lo <= 0 || hi / lo != batches) return false;  // it walks the batch dims one by one
+  int64_t expected = strides[inner];
+  bool right = true;
+  for (size_t d = inner + 1; d-- > 0;) {
+    right = right && (sizes[d] == 1 || strides[d] == expected);
+    expected *= sizes[d];
+  }
+  if (right) return false;
+  bool all_above_one = std::all_of(sizes.begin(), sizes.end(), [](int64_t n) { return n > 1; });
+  return !(rank == 4 && all_above_one &&
+           (dense_in_order(sizes, strides, {0, 2, 1, 3}) || dense_in_order(sizes, strides, {0, 3, 1, 2})));
+}
+
+bool matmul_reads_as_given(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  if (sizes.size() <= 3) return true;
+  if (sizes.size() != 4 || matmul_misreads_batches(sizes, strides)) return false;
+  // Dims from innermost out: the contiguous matrix dim, the heads, the other matrix dim,
+  // the batch; each stride at least the extent of the one inside it.
+  auto nested = [&](std::initializer_list<size_t> inner_to_outer) {
+    int64_t extent = 1;
+    for (auto d : inner_to_outer) {
+      if (strides[d] < extent) return false;
+      extent = strides[d] * sizes[d];
+    }
+    return strides[*inner_to_outer.begin()] == 1;
+  };
+  return nested({3, 1, 2, 0}) || nested({2, 1, 3, 0});
 }
 
 Dims row_major_order(size_t rank) {

@@ -42,6 +42,21 @@ bool same_dense_order(c10::IntArrayRef sizes, c10::IntArrayRef strides,
 // row-major). A slice at another length, such as the half a rotary embedding reads.
 bool same_stride_order(c10::IntArrayRef sizes, c10::IntArrayRef strides,
                        c10::IntArrayRef profiled_sizes, c10::IntArrayRef profiled_strides);
+// Whether oneDNN 3.12's matmul reads an operand right in these strides, other than
+// row-major. Measured on random layouts: it misreads size-1 batch dims whose strides
+// put them among the matrix dims, batches interleaved with the matrix dims, and
+// padded layouts its batch test takes for contiguous batches (below). Taken as they
+// come: rank 3 and, for rank 4 (B, H, R, C), the heads of attention: the matrix rows
+// outside the heads, each dim's stride at least the extent of the dims inside it
+// (H's transpose of a projection, and a slice of a packed qkv projection), with R and C
+// either way round.
+bool matmul_reads_as_given(c10::IntArrayRef sizes, c10::IntArrayRef strides);
+// Its brgemm matmul takes batch b at b times the innermost batch dim's stride wherever the
+// largest batch stride over the smallest equals the number of batches, a test that also
+// passes where that offset is wrong: the query of a packed qkv projection at batch =
+// 3 x tokens (2-9 off after the first batch). Dense (B, R, H, C) operands it matches by
+// their tag first, and reads right.
+bool matmul_misreads_batches(c10::IntArrayRef sizes, c10::IntArrayRef strides);
 // The strides of a dense tensor of `sizes` in dim `order`.
 Dims dense_strides(const Dims& sizes, const Dims& order);
 

@@ -107,6 +107,7 @@ class Kernel : public GroupBase {
             others = true;
         }
       matmul_only_.push_back(matmul && !conv_src && !others);
+      matmul_reads_.push_back(matmul);
       conv_src_only_.push_back(conv_src && !matmul && !others);
     }
     free_layout_.assign(desc_.inputs.size(), false);
@@ -160,13 +161,17 @@ class Kernel : public GroupBase {
       layouts.push_back(input_layout(t));
       bool other = layouts.back() == Layout::kOther;
       given.push_back(other ? t.strides().vec() : Dims{});
-      if (other && (matmul_only_[i] || (conv_src_only_[i] && channels_last_1d(t)))) {
+      if (other && (matmul_only_[i] ? matmul_reads_as_given(t.sizes(), t.strides())
+                                    : conv_src_only_[i] && channels_last_1d(t))) {
         inputs.push_back(t);
         strides.push_back(given.back());
-      } else {
-        inputs.push_back(bindable(t));
-        strides.push_back(canonical_strides(inputs.back()));
+        continue;
       }
+      inputs.push_back(bindable(t));
+      // Channels-last suits the convolutions reading it, not a matmul.
+      if (matmul_reads_[i] && !inputs.back().is_contiguous())
+        inputs.back() = inputs.back().contiguous();
+      strides.push_back(canonical_strides(inputs.back()));
     }
     // A saved group's weights are the saved code's constants, first seen here: they set
     // the weight budget as a node's constant inputs do.
@@ -218,8 +223,8 @@ class Kernel : public GroupBase {
   // some others (column-major operands of a broadcasting binary op: 1.6e29 on
   // 3.12 as on v3.2, in torch's LLGA fuser, which passes them on), so any
   // other layout is copied to row-major first, unless only matmuls read the
-  // input (attention's permuted heads: copying them cost 130 us of a 10 ms
-  // BERT layer) or only convolutions read it as (N, W, C) data
+  // input in a layout its matmul reads right (attention's permuted heads:
+  // copying them cost 130 us of a 10 ms BERT layer) or only convolutions read it as (N, W, C) data
   // (channels_last_1d: wav2vec2's feature encoder, where copying took 2.1 ms
   // of 85 per call). A 0-dim tensor (a scalar operand) is bound as shape [1].
   static at::Tensor bindable(const at::Tensor& t) {
@@ -632,6 +637,7 @@ class Kernel : public GroupBase {
   // sizes, the layout the other group gives when it runs fused.
   std::vector<std::optional<std::pair<Layout, Dims>>> free_seen_;
   std::vector<bool> matmul_only_;  // per input: only MatMul ops read it (bound as it comes)
+  std::vector<bool> matmul_reads_;  // per input: a MatMul reads it (bound row-major then)
   std::vector<bool> conv_src_only_;  // per input: only as a Convolution's source
   size_t shape_inputs_ = 0;       // last inputs (before the finite flags): read for sizes only
   bool flush_denormals_ = false;  // executions run with denormals flushed (../denormals.h)
