@@ -535,7 +535,10 @@ def matmul_operand_layout(ops: list[BackendOp], backend: BackendGraph) -> SizeVe
       of bounds (1e12 where eager gives 0.2) whenever a matrix dim's size equals a batch
       dim's; pinned where no batch dim broadcasts yet.
     Attention's `q @ k.transpose(-1, -2)`, its heads (the last batch dim) between rows and
-    columns, is none of these."""
+    columns, is none of these. At each call, the kernel also copies row-major an operand in
+    a layout outside those its matmul reads right (`matmul_reads_as_given` in
+    csrc/onednn/layout.h: its batch test takes a packed qkv query at batch = 3 x tokens for
+    contiguous batches, 2-9 off), which no profiled size can show."""
     made_by = {t: op for op in ops for t in op.outputs}
     verdict = SizeVerdict.SAFE
     for op in ops:
