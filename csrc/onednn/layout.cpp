@@ -54,7 +54,11 @@ bool matmul_misreads_batches(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
     lo = std::min(lo, strides[d]);
     hi = std::max(hi, strides[d]);
   }
-  if (lo <= 0 || hi / lo != batches) return false;  // it walks the batch dims one by one
+  // Its test compares with the result's batch count, which a broadcast operand's size-1
+  // dims hide: such an operand is taken to pass it.
+  bool broadcast = std::any_of(sizes.begin(), sizes.begin() + inner + 1,
+                               [](int64_t n) { return n == 1; });
+  if (lo <= 0 || (hi / lo != batches && !broadcast)) return false;  // walked dim by dim
   int64_t expected = strides[inner];
   bool right = true;
   for (size_t d = inner + 1; d-- > 0;) {

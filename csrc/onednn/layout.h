@@ -52,10 +52,11 @@ bool same_stride_order(c10::IntArrayRef sizes, c10::IntArrayRef strides,
 // either way round.
 bool matmul_reads_as_given(c10::IntArrayRef sizes, c10::IntArrayRef strides);
 // Its brgemm matmul takes batch b at b times the innermost batch dim's stride wherever the
-// largest batch stride over the smallest equals the number of batches, a test that also
-// passes where that offset is wrong: the query of a packed qkv projection at batch =
-// 3 x tokens (2-9 off after the first batch). Dense (B, R, H, C) operands it matches by
-// their tag first, and reads right.
+// largest batch stride over the smallest (rounded down) equals the result's number of
+// batches, a test that also passes where that offset is wrong: the query of a packed qkv
+// projection at batch = 3 x tokens (2-9 off after the first batch). Dense (B, R, H, C)
+// and (B, C, H, R) operands it matches by their tag first, and reads right. (oneDNN 3.13
+// checks the batch dims' nesting instead.)
 bool matmul_misreads_batches(c10::IntArrayRef sizes, c10::IntArrayRef strides);
 // The strides of a dense tensor of `sizes` in dim `order`.
 Dims dense_strides(const Dims& sizes, const Dims& order);
