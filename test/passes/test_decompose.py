@@ -152,3 +152,19 @@ def test_einsum_of_a_batched_matrix_product_becomes_matmul(layout: str) -> None:
     assert kinds.count("aten::matmul") == 2, graph
     left = [n.kind() for n in graph.nodes() if n.kind() == "aten::einsum"]
     assert left == ["aten::einsum", "aten::einsum"], graph
+
+
+class BroadcastContraction(torch.nn.Module):
+    """einsum broadcasts a contracted dim of size 1 (here t: 2 against 1), which matmul
+    refuses."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("bhlt,bhtv->bhlv", a, b)
+
+
+def test_einsum_broadcasting_its_contracted_dim_stays_einsum() -> None:
+    a, b = torch.randn(3, 4, 2, 2), torch.randn(3, 4, 1, 2)
+    model = BroadcastContraction()
+    _, out, graph = fuse(model, [a, b])
+    torch.testing.assert_close(out, eager(model, [a, b]))
+    assert [n.kind() for n in graph.nodes() if n.kind() == "aten::einsum"] == ["aten::einsum"]

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 
 from ..aten_ops import FUSION_DTYPES
-from .graph_utils import all_nodes
+from .graph_utils import all_nodes, profiled_sizes
 from .native_transformer import encoder_layer, multi_head_attention
 
 
@@ -118,7 +118,9 @@ def _einsum(graph: torch._C.Graph, node: torch._C.Node) -> bool:
     """A batched matrix product written as einsum (CvT's attention: `bhlk,bhtk->bhlt` and
     `bhlt,bhtv->bhlv`) -> matmul, transposing the second operand where it shares its last
     label with the first. einsum runs such a contraction as the same batched product, and
-    lays its result out row-major as matmul does."""
+    lays its result out row-major as matmul does. einsum also broadcasts a contracted
+    dim of size 1 against a longer one, which matmul refuses: the contracted dims must
+    have one size, of more than 1, in the profiling runs."""
     equation, operands = node.inputsAt(0).toIValue(), node.inputsAt(1).node()
     if (not isinstance(equation, str) or operands.kind() != "prim::ListConstruct"
             or operands.inputsSize() != 2 or "..." in equation or "->" not in equation):
@@ -132,6 +134,10 @@ def _einsum(graph: torch._C.Graph, node: torch._C.Node) -> bool:
             or len({v.type().dtype() for v in (a, b, out)}) != 1):
         return False
     batch, (i, k) = a_labels[:-2], a_labels[-2:]
+    a_sizes, b_sizes = profiled_sizes(a), profiled_sizes(b)
+    if (a_sizes is None or b_sizes is None or len(b_sizes) != len(b_labels) or k not in b_labels
+            or not a_sizes[-1] == b_sizes[b_labels.index(k)] > 1):
+        return False
     if b_labels == batch + k + b_labels[-1] and target == batch + i + b_labels[-1]:
         second = b  # ...ik,...kj->...ij
     elif b_labels == batch + b_labels[-2] + k and target == batch + i + b_labels[-2]:
