@@ -167,10 +167,7 @@ class Kernel : public GroupBase {
         strides.push_back(given.back());
         continue;
       }
-      inputs.push_back(bindable(t));
-      // Channels-last suits the convolutions reading it, not a matmul.
-      if (matmul_reads_[i] && !inputs.back().is_contiguous())
-        inputs.back() = inputs.back().contiguous();
+      inputs.push_back(bindable(t, matmul_reads_[i]));
       strides.push_back(canonical_strides(inputs.back()));
     }
     // A saved group's weights are the saved code's constants, first seen here: they set
@@ -223,13 +220,16 @@ class Kernel : public GroupBase {
   // some others (column-major operands of a broadcasting binary op: 1.6e29 on
   // 3.12 as on v3.2, in torch's LLGA fuser, which passes them on), so any
   // other layout is copied to row-major first, unless only matmuls read the
-  // input in a layout its matmul reads right (attention's permuted heads:
-  // copying them cost 130 us of a 10 ms BERT layer) or only convolutions read it as (N, W, C) data
-  // (channels_last_1d: wav2vec2's feature encoder, where copying took 2.1 ms
-  // of 85 per call). A 0-dim tensor (a scalar operand) is bound as shape [1].
-  static at::Tensor bindable(const at::Tensor& t) {
+  // input in a layout the matmul reads right (matmul_reads_as_given: attention's
+  // permuted heads, whose copies cost 130 us of a 10 ms BERT layer) or only
+  // convolutions read it as (N, W, C) data (channels_last_1d: wav2vec2's
+  // feature encoder, where copying took 2.1 ms of 85 per call). An input a
+  // matmul reads is not left channels-last: its batch dims would sit inside
+  // the matrix, which oneDNN's matmul misreads. A 0-dim tensor (a scalar
+  // operand) is bound as shape [1].
+  static at::Tensor bindable(const at::Tensor& t, bool matmul_reads) {
     if (t.dim() == 0) return t.reshape({1});
-    if (t.is_contiguous() || channels_last(t)) return t;
+    if (t.is_contiguous() || (!matmul_reads && channels_last(t))) return t;
     return t.contiguous();
   }
 
