@@ -8,6 +8,7 @@ profiled graph while fusion is enabled:
       -> alias_casts
       -> finiteness -> integer_data
       -> per block, each registered backend's partitioner -> rewrite -> rms_norm unfold
+      -> refold_dequantize
       -> type_guard -> each backend's own passes on its groups -> finite_guard
 
 The passes before the partitioners are backend-agnostic (passes/); the partitioners
@@ -45,6 +46,7 @@ from .passes import (
     prepare_binary,
     quantized_weights,
     reference_quantization,
+    refold_dequantize,
     rms_norm,
     scalar_before_transpose,
     shape_arguments,
@@ -135,6 +137,7 @@ def _run_passes(graph: torch._C.Graph, respecializing: bool = False) -> None:
     log.logged_pass("rewrite", graph, lambda: groups.extend(
         fuse_block(graph, graph.block(), partitioners, facts)))
     log.logged_pass("rms_norm", graph, lambda: rms_norm.unfold(graph, groups))
+    log.logged_pass("refold_dequantize", graph, lambda: refold_dequantize.run(graph))
     report.groups = [rewrite.group_kinds(g) for g in groups]
     rewrite.label(groups, report.id)
     log.logged_pass("type_guard", graph, lambda: type_guard.run(groups))

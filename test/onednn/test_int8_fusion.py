@@ -7,6 +7,8 @@ pinned on its own; test_quantize_recipes.py covers the torchao flow itself."""
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401 (registers quantized_decomposed)
@@ -58,6 +60,34 @@ def test_int8_products_that_would_saturate_without_vnni_match_eager() -> None:
     check_int8(model, [x], U8_OUT.scale)
     if not VNNI:
         assert any("without VNNI" in why for _, why in torch_graphfuse.last_report().rejected)
+
+
+def _calls_per_run(module: torch.jit.ScriptModule, inputs: list[torch.Tensor]
+                   ) -> collections.Counter:
+    with torch.no_grad(), torch.profiler.profile() as profile:
+        module(*inputs)
+    return collections.Counter(e.name for e in profile.events())
+
+
+@pytest.mark.parametrize("model", [QConv(residual="dequantized"), QBlock()],
+                         ids=["refused-everywhere", "refused-without-vnni"])
+def test_a_region_left_with_aten_runs_no_more_ops_than_frozen_torchscript(
+        model: nn.Module) -> None:
+    # Freezing folds the weights' dequantization, which the plugin puts back for oneDNN's
+    # int8 patterns, and the plugin gives each reader of a dequantized activation its own
+    # dequantize node: a region left with ATen must get both undone (a PT2E ResNet-50
+    # dequantized its weights on every call, 1.95x frozen TorchScript's time).
+    inputs = images()
+    plain, want, _ = fuse(model, inputs, enabled=False)
+    fused, out, graph = fuse(model, inputs)
+    assert torch.equal(out, run(fused, inputs))
+    ours, theirs = _calls_per_run(fused, inputs), _calls_per_run(plain, inputs)
+    if not any(WEIGHT in k for k in kinds(graph)):  # no int8 product fused
+        assert torch.equal(out, want)
+        assert ours[WEIGHT] == theirs[WEIGHT] == 0
+    assert ours[DEQUANTIZE] <= theirs[DEQUANTIZE]
+    for op in ("aten::sub", "aten::mul", "aten::copy_"):
+        assert ours[op] <= theirs[op], (op, ours, theirs)
 
 
 def test_conv_with_a_float_output() -> None:

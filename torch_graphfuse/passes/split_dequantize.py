@@ -24,7 +24,7 @@ DEQUANTIZE = ("quantized_decomposed::dequantize_per_tensor",
               "quantized_decomposed::dequantize_per_channel")
 
 
-def _aliasing_reader(user: torch._C.Node) -> bool:
+def aliasing_reader(user: torch._C.Node) -> bool:
     """A reader that may keep the dequantized tensor itself (a view of it; a
     tuple, list or the graph's result holding it): such readers must keep
     seeing one tensor."""
@@ -41,9 +41,9 @@ def run(graph: torch._C.Graph) -> None:
         if alias_db.has_writers(node.output()):
             continue  # an in-place write must be seen by every reader
         uses = node.output().uses()
-        keep = next((u for u in uses if _aliasing_reader(u.user)), uses[0])
+        keep = next((u for u in uses if aliasing_reader(u.user)), uses[0])
         for use in uses:
-            if use is keep or _aliasing_reader(use.user):
+            if use is keep or aliasing_reader(use.user):
                 continue
             clone = graph.createClone(node, lambda v: v)
             clone.insertAfter(node)
