@@ -72,7 +72,7 @@ def eltwise_head_with_binary(ops: list[BackendOp]) -> bool:
 
 
 # Ops that move no data in an elementwise partition, or compute one value per element.
-_ELEMENTWISE_PARTITION_OPS = _CHAIN_OPS | _BINARY_OPS | {"Select", "StaticReshape",
+ELEMENTWISE_PARTITION_OPS = _CHAIN_OPS | _BINARY_OPS | {"Select", "StaticReshape",
                                                           "StaticTranspose"}
 
 
@@ -96,7 +96,7 @@ def elementwise_to_a_transposed_layout(ops: list[BackendOp], backend: BackendGra
     (`x.transpose(1, 2) * 0.5 + 1.0` on 12x512x512, 2 threads: 3.9 ms against ATen's
     1.1). Where the last dim stays innermost (attention heads' permutes: Llama's rotary
     embedding) the copies move whole rows, and the fused chain ran as fast."""
-    if any(op.kind not in _ELEMENTWISE_PARTITION_OPS for op in ops):
+    if any(op.kind not in ELEMENTWISE_PARTITION_OPS for op in ops):
         return False
     produced = {t for op in ops for t in op.outputs}
 
