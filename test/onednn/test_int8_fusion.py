@@ -18,6 +18,7 @@ from int8_models import (
     QUANTIZE,
     S8_IN,
     S8_OUT,
+    U7_IN,
     U8_IN,
     U8_OUT,
     VNNI,
@@ -60,6 +61,32 @@ def test_int8_products_that_would_saturate_without_vnni_match_eager() -> None:
     check_int8(model, [x], U8_OUT.scale)
     if not VNNI:
         assert any("without VNNI" in why for _, why in torch_graphfuse.last_report().rejected)
+
+
+@pytest.mark.parametrize("quant_max", [127, 128, 129])
+def test_products_of_u8_quantized_to_at_most_128_are_fused_without_vnni(quant_max: int) -> None:
+    # vpmaddubsw sums pairs of u8 x s8 products in int16: u8 values up to 128 against s8
+    # weights reach at most 2 x 128 x -128 = -32768, which int16 holds; at 129 the sum
+    # 2 x 129 x 127 = 32766 still fits, but 2 x 129 x -128 does not. Activations at the
+    # range's top and weights at +-127 / -128 reach those sums.
+    act = Act(0.03, 0, quant_max=quant_max)
+    model = QConv(act_in=act, relu=False)
+    with torch.no_grad():
+        model.weight.q.copy_(torch.where(model.weight.q >= 0, 127, -128).to(torch.int8))
+    x = torch.full((2, 8, 12, 12), 100.0)  # quantizes to quant_max
+    fits = quant_max <= 128
+    check_int8(model, [x], U8_OUT.scale, without_vnni=1 if fits else 0)
+    if not VNNI:
+        saturates = any("without VNNI" in why for _, why in torch_graphfuse.last_report().rejected)
+        assert saturates == (not fits)
+
+
+def test_7_bit_resnet_block_fuses_and_matches_eager() -> None:
+    block = QBlock()
+    block.conv1.act_in = U7_IN
+    block.conv1.act_out = Act(0.02, 0, quant_max=127)
+    block.conv2.act_in = Act(0.02, 0, quant_max=127)
+    check_int8(block, images(), U8_OUT.scale, int8_groups=2, without_vnni=2)
 
 
 def _calls_per_run(module: torch.jit.ScriptModule, inputs: list[torch.Tensor]
@@ -213,7 +240,30 @@ class Float16Quantization(nn.Module):
         return torch.relu(x.to(torch.float16).to(torch.float32) * 2.0)
 
 
-@pytest.mark.parametrize("model", [NarrowRange(), PerChannelActivation(), DynamicQuantization(),
+@pytest.mark.parametrize("zero_point", [0, 3, 64])
+def test_a_narrow_quantize_after_a_convolution_joins_its_group(zero_point: int) -> None:
+    # oneDNN's quantize saturates to the dtype's range: a clamp before it keeps [0, 127].
+    # Inputs at 8 times the output's range put most results past the bound.
+    out = Act(0.02, zero_point, quant_max=127)
+    model = QConv(act_in=U7_IN, act_out=out, relu=False)
+    x = torch.randn(2, 8, 10, 10) * 8
+    graph = check_int8(model, [x], out.scale, without_vnni=1)
+    assert any(QUANTIZE in g and "aten::_convolution" in g for g in kinds(graph))
+    result = run(fuse(model, [x])[0], [x])
+    assert int(((result / out.scale) + zero_point).round().max()) == 127
+
+
+def test_a_lone_narrow_quantize_stays_with_aten_and_its_dequantize_fuses() -> None:
+    # oneDNN partitions the clamp that narrows a lone quantize apart from it; a
+    # dequantize's range enters no arithmetic ((q - zero point) * scale in ATen and oneDNN).
+    model, x = NarrowRange(), torch.randn(2, 8, 5, 5)
+    _, out, graph = fuse(model, [x])
+    assert torch.equal(out, eager(model, [x]))
+    assert [g for g in kinds(graph) if DEQUANTIZE in g]
+    assert not any(QUANTIZE in g for g in kinds(graph))
+
+
+@pytest.mark.parametrize("model", [PerChannelActivation(), DynamicQuantization(),
                                    Float16Quantization()], ids=lambda m: type(m).__name__)
 def test_unsupported_scheme_stays_with_aten_and_matches(model: nn.Module) -> None:
     x = torch.randn(2, 8, 5, 5)

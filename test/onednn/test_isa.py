@@ -18,13 +18,14 @@ from torch_graphfuse.backends.onednn import library
 
 SCRIPT = """
 import json, torch, torch_graphfuse
-from int8_models import QConv, U8_OUT
+from int8_models import QConv, U7_IN, U8_OUT
 from fusion_check import eager, fuse
 torch.manual_seed(0)
 result = {"isa": torch_graphfuse.onednn_info()["isa"]}
 conv = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3), torch.nn.ReLU())
 x = torch.randn(2, 8, 10, 10)
-cases = (("bf16", conv, "bf16", 2e-2), ("int8", QConv(), "fp32", U8_OUT.scale))
+cases = (("bf16", conv, "bf16", 2e-2), ("int8", QConv(), "fp32", U8_OUT.scale),
+         ("int8_7bit", QConv(act_in=U7_IN), "fp32", U8_OUT.scale))
 for name, model, dtype, step in cases:
     _, out, graph = fuse(model, [x], dtype)
     report = torch_graphfuse.last_report()
@@ -65,7 +66,9 @@ def test_older_isas_keep_what_they_cannot_compute_exactly_with_aten(isa: str) ->
     int8 = result["int8"]
     assert not any("aten::_convolution" in group for group in int8["groups"])
     assert any("without VNNI" in why for why in int8["rejected"])
-    for case in ("bf16", "int8"):
+    # 7-bit activations: no pair sum int16 cannot hold, so the convolution fuses.
+    assert any("aten::_convolution" in group for group in result["int8_7bit"]["groups"])
+    for case in ("bf16", "int8", "int8_7bit"):
         assert result[case]["error"] <= result[case]["step"] * 1.001, (case, result[case])
 
 

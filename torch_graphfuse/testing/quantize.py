@@ -45,14 +45,15 @@ def _calibrate(prepared: nn.Module, calibration: Iterable[Inputs]) -> None:
             prepared(*batch)
 
 
-def pt2e(model: nn.Module, example_inputs: Inputs,
-         calibration: Iterable[Inputs]) -> torch.fx.GraphModule:
+def pt2e(model: nn.Module, example_inputs: Inputs, calibration: Iterable[Inputs],
+         reduce_range: bool = False) -> torch.fx.GraphModule:
     """PT2E static quantization with torchao's X86InductorQuantizer (default config):
     torch.export, prepare_pt2e, calibrate, convert_pt2e. The result holds
     quantized_decomposed.quantize_per_tensor / dequantize_per_tensor / dequantize_per_channel on
     plain uint8 / int8 tensors around float aten ops; run eagerly, it is the reference quantized
     model. Exported with static shapes: calibrate and run with the example inputs' shapes.
-    BERT-style models get their linears quantized, not the attention's matmuls."""
+    BERT-style models get their linears quantized, not the attention's matmuls. `reduce_range`:
+    activations quantized to [0, 127] (7-bit), which CPUs without VNNI multiply exactly."""
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
     from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
         X86InductorQuantizer,
@@ -60,7 +61,7 @@ def pt2e(model: nn.Module, example_inputs: Inputs,
     )
 
     quantizer = X86InductorQuantizer()
-    quantizer.set_global(get_default_x86_inductor_quantization_config())
+    quantizer.set_global(get_default_x86_inductor_quantization_config(reduce_range=reduce_range))
     # Strict (Dynamo) export: it names each call of a module apart. Non-strict export gives the
     # three calls of a ResNet block's shared nn.ReLU one source partition, which the quantizer's
     # conv + add + relu pattern refuses ("Input partition has more than one output node").

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ...aten_ops import DTYPE_OF_CODE, SCALAR_TYPE_CODE
@@ -12,15 +14,13 @@ from .lowering import Lowering, Unsupported, lowering
 QUANTIZE_OF_NAN = "oneDNN and ATen turn NaN into different integers (s8: -128 against 0)"
 
 
-def _quantized_dtype(lo: Lowering, qmin: int, qmax: int, dtype: int) -> torch.dtype:
-    """The integer dtype of a quantize/dequantize; oneDNN saturates to the
-    dtype's own range, so a narrower quant_min/quant_max is not mapped."""
+def _quantized_dtype(lo: Lowering, dtype: int) -> torch.dtype:
+    """The integer dtype of a quantize/dequantize. A dequantize computes
+    (q - zero point) * scale whatever its quant_min/quant_max (ATen's too), so 7-bit
+    activations (PT2E's reduce_range: [0, 127]) map as 8-bit ones."""
     torch_dtype = DTYPE_OF_CODE.get(lo.const(dtype))
     if torch_dtype not in QUANTIZED_DTYPES:
         raise Unsupported("quantized dtype other than uint8/int8")
-    info = torch.iinfo(torch_dtype)
-    if (lo.const(qmin), lo.const(qmax)) != (info.min, info.max):
-        raise Unsupported("quant_min/quant_max narrower than the dtype")
     return torch_dtype
 
 
@@ -35,16 +35,42 @@ def _float_out(lo: Lowering, out_dtype: int | None) -> None:
 @lowering("quantized_decomposed::quantize_per_tensor", quantized=True, worth_alone=True,
           finite_only=QUANTIZE_OF_NAN)
 def quantize_per_tensor(lo: Lowering) -> None:
-    # (input, scale, zero_point, quant_min, quant_max, dtype): round(x / scale) + zp, saturated
-    _quantized_dtype(lo, 3, 4, 5)
-    lo.emit("Quantize", [lo.input(0)], [lo.output()], qtype="per_tensor",
-            scales=[float(lo.const(1))], zps=[int(lo.const(2))], axis=0)
+    # (input, scale, zero_point, quant_min, quant_max, dtype): round(x / scale) + zp, clamped
+    # to [quant_min, quant_max]
+    dtype = _quantized_dtype(lo, 5)
+    scale, zero_point = float(lo.const(1)), int(lo.const(2))
+    x = lo.input(0)
+    low, high = _narrowed(lo.const(3), lo.const(4), dtype, scale, zero_point)
+    if low is not None or high is not None:
+        clamped = lo.temp(x)
+        lo.emit("Clamp", [x], [clamped], min=-math.inf if low is None else low,
+                max=math.inf if high is None else high)
+        x = clamped
+    lo.emit("Quantize", [x], [lo.output()], qtype="per_tensor", scales=[scale],
+            zps=[zero_point], axis=0)
+
+
+def _narrowed(qmin: int, qmax: int, dtype: torch.dtype, scale: float, zero_point: int
+              ) -> tuple[float | None, float | None]:
+    """Where quant_min/quant_max narrow the dtype's range (PT2E's reduce_range: u8 in
+    [0, 127]), the float bounds that clamp the input first, as oneDNN's quantize only
+    saturates to the dtype's range: a quarter step past the last integer kept, so that
+    a value beyond it quantizes to that integer by either rounding of x / scale, and one
+    within it is left as it was. None: that side is the dtype's own."""
+    info = torch.iinfo(dtype)
+    if not info.min <= qmin <= qmax <= info.max:
+        raise Unsupported("quant_min/quant_max outside the dtype's range")
+    if (qmin, qmax) != (info.min, info.max) and scale <= 0:
+        raise Unsupported("a narrowed quantize of a scale not above 0")
+    low = None if qmin == info.min else (qmin - zero_point - 0.25) * scale
+    high = None if qmax == info.max else (qmax - zero_point + 0.25) * scale
+    return low, high
 
 
 @lowering("quantized_decomposed::dequantize_per_tensor", quantized=True, worth_alone=True)
 def dequantize_per_tensor(lo: Lowering) -> None:
     # (input, scale, zero_point, quant_min, quant_max, dtype, out_dtype=None): (q - zp) * scale
-    _quantized_dtype(lo, 3, 4, 5)
+    _quantized_dtype(lo, 5)
     _float_out(lo, 6 if lo.n_inputs() > 6 else None)
     lo.emit("Dequantize", [lo.input(0)], [lo.output()], qtype="per_tensor",
             scales=[float(lo.const(1))], zps=[int(lo.const(2))], axis=0)
@@ -53,7 +79,7 @@ def dequantize_per_tensor(lo: Lowering) -> None:
 @lowering("quantized_decomposed::dequantize_per_channel", quantized=True)
 def dequantize_per_channel(lo: Lowering) -> None:
     # (input, scales, zero_points, axis, quant_min, quant_max, dtype, out_dtype=None)
-    _quantized_dtype(lo, 4, 5, 6)
+    _quantized_dtype(lo, 6)
     _float_out(lo, 7 if lo.n_inputs() > 7 else None)
     scales, zero_points = lo.const(1), lo.const(2)
     if not isinstance(scales, torch.Tensor) or not isinstance(zero_points, torch.Tensor):

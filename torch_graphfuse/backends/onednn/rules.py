@@ -270,7 +270,7 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
      "of 1, a transposed first operand with a batch dim between its rows and columns, or "
      "a batch dim but the last stored inside the matrix where batch dims broadcast or are "
      "not outer to inner (oneDNN 3.12 computes them wrongly)"),
-    (lambda c: workarounds.int8_products_saturate(c.ops),
+    (lambda c: workarounds.int8_products_saturate(c.ops, c.backend),
      "int8 products on a CPU without VNNI ({isa}): oneDNN sums their pairs in int16, which "
      "saturates"),
     (lambda c: workarounds.pool_operand(c.ops, c.backend) is SizeVerdict.REFUSE,

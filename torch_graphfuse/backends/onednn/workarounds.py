@@ -13,6 +13,10 @@ from __future__ import annotations
 import enum
 import math
 
+import torch
+
+from ...aten_ops import SCALAR_TYPE_CODE
+from ...passes.graph_utils import constant_number
 from . import library
 from .graph_desc import BackendGraph, BackendOp
 
@@ -386,18 +390,52 @@ def full_then_two_width_operands(ops: list[BackendOp], backend: BackendGraph) ->
     return widths >= 2
 
 
-def int8_products_saturate(ops: list[BackendOp]) -> bool:
+# vpmaddubsw sums two u8 x s8 products into int16: with s8 data in [-128, 127], pairs of
+# u8 values up to this bound stay within [-32768, 32767] (2 x 128 x -128 = -32768).
+_UNSATURATED_U8_MAX = 128
+
+
+def _quantized_within(dequantize: BackendOp | None) -> int | None:
+    """The largest u8 value a Dequantize can read, where its data comes from a u8
+    quantize_per_tensor of constant range (which clamps to it: PT2E's reduce_range gives
+    [0, 127]); None where not proven. A quantize of a range narrower than u8's stays with
+    ATen (oneDNN's saturates to the dtype's range), so it is outside the partition."""
+    node = dequantize.node if dequantize is not None else None
+    if node is None or node.kind() != "quantized_decomposed::dequantize_per_tensor":
+        return None
+    source = node.inputsAt(0).node()
+    if source.kind() != "quantized_decomposed::quantize_per_tensor":
+        return None
+    low, high, dtype = (constant_number(source.inputsAt(i)) for i in (3, 4, 5))
+    if dtype != SCALAR_TYPE_CODE[torch.uint8] or low is None or high is None or low < 0:
+        return None
+    return int(high)
+
+
+def int8_products_saturate(ops: list[BackendOp], backend: BackendGraph) -> bool:
     """Whether a convolution or matmul multiplies two int8 tensors on a CPU without
-    VNNI: oneDNN then multiplies u8 x s8 pairs with vpmaddubsw, which saturates each
-    pair's sum in int16 (its s8 data is shifted to u8 first), and 255 x 127 x 2 is
-    twice what int16 holds. Results up to 17 quantization steps off were measured
-    under emulated AVX2 and AVX-512 without VNNI."""
+    VNNI where the products can saturate: oneDNN then multiplies u8 x s8 pairs with
+    vpmaddubsw, which saturates each pair's sum in int16 (its s8 data is shifted to u8
+    first), and 255 x 127 x 2 is twice what int16 holds. Results up to 17 quantization
+    steps off were measured under emulated AVX2 and AVX-512 without VNNI. A u8 input
+    quantized to at most 128 (7-bit activations: PT2E's reduce_range) times s8 data
+    cannot saturate, and is computed exactly."""
     isa = library.isa()
     if isa is None or isa.vnni:
         return False
-    dequantized = {t for op in ops if op.kind == "Dequantize" for t in op.outputs}
-    return any(op.kind in ("Convolution", "MatMul") and op.inputs[0] in dequantized
-               and op.inputs[1] in dequantized for op in ops)
+    made_by = {t: op for op in ops for t in op.outputs}
+    for op in ops:
+        if op.kind not in ("Convolution", "MatMul"):
+            continue
+        src, other = (made_by.get(t) for t in op.inputs[:2])
+        if not (src and other and src.kind == other.kind == "Dequantize"):
+            continue
+        bound = _quantized_within(src)
+        if (bound is None or bound > _UNSATURATED_U8_MAX
+                or backend.tensors[src.inputs[0]].dtype != "u8"
+                or backend.tensors[other.inputs[0]].dtype != "s8"):
+            return True
+    return False
 
 
 # The largest magnitude an int8 product's scaled accumulator may reach: float32 holds up

@@ -39,10 +39,12 @@ def qparams(g: Gen, v: int, qdtype: torch.dtype) -> dict[str, object]:
     widen = choice(g.c, [1.0, 1.0, 1.25, 0.9, 2.0])
     lo, hi = lo * widen, hi * widen
     qmin, qmax = QDTYPES[qdtype]
+    if qdtype == torch.uint8 and chance(g.c, 0.3):  # 7-bit: X86InductorQuantizer's reduce_range
+        qmax = 127
     if qdtype == torch.int8 and chance(g.c, 0.6):  # symmetric
         scale, zero_point = max(-lo, hi) / 127.5, 0
     else:
-        scale = (hi - lo) / 255
+        scale = (hi - lo) / (qmax - qmin)
         zero_point = qmin - round(lo / scale) if scale > 0 else 0
         zero_point += choice(g.c, [0, 0, 0, 1, -2])
     scale = float(f"{max(scale, 1e-3):.4g}")  # a short repr; floored for constant values
