@@ -35,6 +35,16 @@ at::Tensor dequantize_per_tensor(const at::Tensor& input, double scale, int64_t 
   return (input.to(out_dtype.value_or(at::kFloat)) - zero_point) * scale;
 }
 
+// dequantize(quantize(x)) as one op: what torch_graphfuse runs for a quantized activation
+// only dequantize nodes read, on a CPU whose int8 products saturate (the same calls, so
+// the same bits, a NaN's cast to the integer dtype included).
+at::Tensor fake_quantize_per_tensor(const at::Tensor& input, double scale, int64_t zero_point,
+                                   int64_t quant_min, int64_t quant_max, at::ScalarType dtype) {
+  return dequantize_per_tensor(
+      quantize_per_tensor(input, scale, zero_point, quant_min, quant_max, dtype), scale,
+      zero_point, quant_min, quant_max, dtype, std::nullopt);
+}
+
 // Scale and zero point as one-element tensors (the .tensor overloads).
 at::Tensor quantize_per_tensor_tensor(const at::Tensor& input, const at::Tensor& scale,
                                       const at::Tensor& zero_point, int64_t quant_min,
@@ -105,6 +115,9 @@ TORCH_LIBRARY_FRAGMENT(graphfuse, m) {
   m.def("quantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, "
         "int quant_max, ScalarType dtype) -> Tensor",
         &quantize_per_tensor);
+  m.def("fake_quantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, "
+        "int quant_max, ScalarType dtype) -> Tensor",
+        &fake_quantize_per_tensor);
   m.def("quantize_per_tensor.tensor(Tensor input, Tensor scale, Tensor zero_point, "
         "int quant_min, int quant_max, ScalarType dtype) -> Tensor",
         &quantize_per_tensor_tensor);

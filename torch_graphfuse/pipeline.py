@@ -1,7 +1,8 @@
 """The pass pipeline torch's pass registry runs (through csrc/module.cpp) on each
 profiled graph while fusion is enabled:
 
-    mutation_removal -> reference_quantization -> quantized_weights -> split_dequantize
+    mutation_removal -> reference_quantization -> int8_as_float -> quantized_weights
+      -> split_dequantize
       -> decompose -> rms_norm
       -> prepare_binary -> attention_masks -> scalar_before_transpose -> defer_size_check
       -> addend_through_views -> fold_constant_addends -> linear_leading_views -> shape_arguments
@@ -31,6 +32,7 @@ import torch
 from . import group_schema, log
 from .backends import registry
 from .backends.base import Backend, BlockPartitioner, GraphFacts
+from .backends.onednn import library as onednn_library
 from .fusion import finite_guard, rewrite, type_guard
 from .passes import (
     addend_through_views,
@@ -40,6 +42,7 @@ from .passes import (
     defer_size_check,
     finiteness,
     fold_constant_addends,
+    int8_as_float,
     integer_data,
     linear_leading_views,
     mutation_removal,
@@ -85,6 +88,13 @@ def fuse_block(graph: torch._C.Graph, block: torch._C.Block,
     return groups
 
 
+def _int8_saturates(graph: torch._C.Graph) -> bool:
+    """Whether the graph holds CPU tensors, whose int8 products oneDNN sums in saturating
+    int16 pairs on this CPU (no VNNI)."""
+    isa = onednn_library.isa()
+    return isa is not None and not isa.vnni and "cpu" in _device_types(graph.block())
+
+
 def _claiming(devices: set[str]) -> list[Backend]:
     return [b for b in registry.backends()
             if (b.device_type in devices or b.device_type == "any") and b.available()]
@@ -115,6 +125,8 @@ def _run_passes(graph: torch._C.Graph, respecializing: bool = False) -> None:
     log.dump(NAME, lambda: f"graph given to torch_graphfuse:\n{graph}")
     log.logged_pass("mutation_removal", graph, lambda: mutation_removal.run(graph))
     log.logged_pass("reference_quantization", graph, lambda: reference_quantization.run(graph))
+    log.logged_pass("int8_as_float", graph,
+                    lambda: int8_as_float.run(graph, _int8_saturates(graph)))
     log.logged_pass("quantized_weights", graph, lambda: quantized_weights.run(graph))
     log.logged_pass("split_dequantize", graph, lambda: split_dequantize.run(graph))
     log.logged_pass("decompose", graph, lambda: decompose.run(graph))

@@ -40,6 +40,7 @@ def assert_within_a_step(outs: tuple[torch.Tensor, ...], refs: tuple[torch.Tenso
         assert (out - ref).abs().max().item() <= step * 1.001, f"chain {k}"
 
 
+@pytest.mark.usefixtures("int8_kernels")
 def test_an_int8_group_without_weights_compiles_with_the_constant_cache_off() -> None:
     torch_graphfuse.reset_kernel_stats()
     model, x = Requantize(1), torch.randn(1, 2, 3, 4)
@@ -57,6 +58,7 @@ def test_groups_with_weights_compile_with_the_constant_cache_on() -> None:
     assert stats["uncached_constant_compiles"] == 0
 
 
+@pytest.mark.usefixtures("int8_kernels")
 @pytest.mark.parametrize("calls", [1, 3])
 def test_int8_groups_alike_but_for_their_zero_points_each_keep_their_own(calls: int) -> None:
     # Partitioned together, their partitions take consecutive ids; with the cache off,

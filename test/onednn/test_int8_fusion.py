@@ -41,6 +41,8 @@ from torch.nn import functional as F
 import torch_graphfuse
 from torch_graphfuse.passes.quantized_weights import int8_form
 
+pytestmark = pytest.mark.usefixtures("int8_kernels")
+
 
 @pytest.mark.parametrize("act_in,act_out", [(U8_IN, U8_OUT), (S8_IN, S8_OUT), (U8_IN, S8_OUT)],
                          ids=["u8", "s8", "u8-to-s8"])

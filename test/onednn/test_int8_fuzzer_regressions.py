@@ -22,6 +22,8 @@ from int8_models import (
 from torch import nn
 from torch.nn import functional as F
 
+pytestmark = pytest.mark.usefixtures("int8_kernels")
+
 
 class Requantize(nn.Module):
     """u8 dequantized, made contiguous, quantized to s8: nothing computed between."""

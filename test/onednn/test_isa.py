@@ -15,6 +15,7 @@ import pytest
 
 import torch_graphfuse
 from torch_graphfuse.backends.onednn import library
+from torch_graphfuse.passes.int8_as_float import FAKE_QUANTIZE
 
 SCRIPT = """
 import json, torch, torch_graphfuse
@@ -55,17 +56,19 @@ def skip_unless_reachable(isa: str) -> None:
 
 
 @pytest.mark.parametrize("isa", ["AVX2", "AVX512_CORE"])
-def test_older_isas_keep_what_they_cannot_compute_exactly_with_aten(isa: str) -> None:
+def test_older_isas_compute_8_bit_int8_in_float_and_keep_bf16_with_aten(isa: str) -> None:
     skip_unless_reachable(isa)
     result = run_on(isa)
     assert result["isa"] == isa.lower()
     # No bf16 instructions: bf16 regions stay with ATen, and the report says why.
     assert result["bf16"]["groups"] == []
     assert any("without bf16 instructions" in why for why in result["bf16"]["rejected"])
-    # No VNNI: int8 products would saturate; the convolution stays with ATen.
+    # No VNNI: 8-bit int8 products would saturate; the quantized activations are computed
+    # in float32 (int8_as_float), and the convolution fuses with them in fp32.
     int8 = result["int8"]
-    assert not any("aten::_convolution" in group for group in int8["groups"])
-    assert any("without VNNI" in why for why in int8["rejected"])
+    assert any("aten::_convolution" in group and FAKE_QUANTIZE in group
+               for group in int8["groups"])
+    assert not any("quantized_decomposed::" in k for group in int8["groups"] for k in group)
     # 7-bit activations: no pair sum int16 cannot hold, so the convolution fuses.
     assert any("aten::_convolution" in group for group in result["int8_7bit"]["groups"])
     for case in ("bf16", "int8", "int8_7bit"):

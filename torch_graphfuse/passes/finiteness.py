@@ -128,6 +128,8 @@ FINITE_PRESERVING: dict[str, Callable[[torch._C.Node], bool]] = {
         # integers and bools
         "aten::arange", "aten::zeros", "aten::ones", "aten::zeros_like", "aten::ones_like",
         "aten::bitwise_not",
+        # clamped to the integer range, dequantized (passes/int8_as_float)
+        "graphfuse::fake_quantize_per_tensor",
     ], _always),
     "aten::to": _keeps_range,
     "aten::type_as": _keeps_range,

@@ -67,6 +67,28 @@ def _narrowed(qmin: int, qmax: int, dtype: torch.dtype, scale: float, zero_point
     return low, high
 
 
+# Alone too: ATen runs the pair as eight passes over the tensor, oneDNN as one.
+@lowering("graphfuse::fake_quantize_per_tensor", worth_alone=True, finite_only=QUANTIZE_OF_NAN)
+def fake_quantize_per_tensor(lo: Lowering) -> None:
+    # (input, scale, zero_point, quant_min, quant_max, dtype): dequantize(quantize(x)), as
+    # ATen computes it in float32 (passes/int8_as_float). The zero point is added and taken
+    # off even where it is 0: a -0.0 rounded to becomes +0.0, as eager's cast to an integer.
+    _quantized_dtype(lo, 5)
+    scale, zero_point = float(lo.const(1)), int(lo.const(2))
+    x, out = lo.input(0), lo.output()
+    steps = [lo.temp(x) for _ in range(5)]
+
+    def number(value: float) -> int:
+        return lo.constant(torch.tensor([value], dtype=torch.float32))
+
+    lo.emit("Multiply", [x, number(1.0 / scale)], [steps[0]], auto_broadcast="numpy")
+    lo.emit("Round", [steps[0]], [steps[1]])
+    lo.emit("Add", [steps[1], number(zero_point)], [steps[2]], auto_broadcast="numpy")
+    lo.emit("Clamp", [steps[2]], [steps[3]], min=float(lo.const(3)), max=float(lo.const(4)))
+    lo.emit("Subtract", [steps[3], number(zero_point)], [steps[4]], auto_broadcast="numpy")
+    lo.emit("Multiply", [steps[4], number(scale)], [out], auto_broadcast="numpy")
+
+
 @lowering("quantized_decomposed::dequantize_per_tensor", quantized=True, worth_alone=True)
 def dequantize_per_tensor(lo: Lowering) -> None:
     # (input, scale, zero_point, quant_min, quant_max, dtype, out_dtype=None): (q - zp) * scale

@@ -13,9 +13,7 @@ from __future__ import annotations
 import enum
 import math
 
-import torch
-
-from ...aten_ops import SCALAR_TYPE_CODE
+from ...passes import int8_as_float
 from ...passes.graph_utils import constant_number
 from . import library
 from .graph_desc import BackendGraph, BackendOp
@@ -390,26 +388,18 @@ def full_then_two_width_operands(ops: list[BackendOp], backend: BackendGraph) ->
     return widths >= 2
 
 
-# vpmaddubsw sums two u8 x s8 products into int16: with s8 data in [-128, 127], pairs of
-# u8 values up to this bound stay within [-32768, 32767] (2 x 128 x -128 = -32768).
-_UNSATURATED_U8_MAX = 128
-
-
-def _quantized_within(dequantize: BackendOp | None) -> int | None:
-    """The largest u8 value a Dequantize can read, where its data comes from a u8
-    quantize_per_tensor of constant range (which clamps to it: PT2E's reduce_range gives
-    [0, 127]); None where not proven. A quantize of a range narrower than u8's stays with
-    ATen (oneDNN's saturates to the dtype's range), so it is outside the partition."""
+def _exact_in_int8(dequantize: BackendOp | None) -> bool:
+    """Whether the u8 data a Dequantize reads comes from a quantize_per_tensor of a range
+    whose products with s8 data cannot saturate (int8_as_float.exact_in_int8): a quantize
+    of a range narrower than the dtype's clamps to it; False where not proven."""
     node = dequantize.node if dequantize is not None else None
     if node is None or node.kind() != "quantized_decomposed::dequantize_per_tensor":
-        return None
+        return False
     source = node.inputsAt(0).node()
     if source.kind() != "quantized_decomposed::quantize_per_tensor":
-        return None
+        return False
     low, high, dtype = (constant_number(source.inputsAt(i)) for i in (3, 4, 5))
-    if dtype != SCALAR_TYPE_CODE[torch.uint8] or low is None or high is None or low < 0:
-        return None
-    return int(high)
+    return None not in (low, high, dtype) and int8_as_float.exact_in_int8(low, high, dtype)
 
 
 def int8_products_saturate(ops: list[BackendOp], backend: BackendGraph) -> bool:
@@ -430,10 +420,7 @@ def int8_products_saturate(ops: list[BackendOp], backend: BackendGraph) -> bool:
         src, other = (made_by.get(t) for t in op.inputs[:2])
         if not (src and other and src.kind == other.kind == "Dequantize"):
             continue
-        bound = _quantized_within(src)
-        if (bound is None or bound > _UNSATURATED_U8_MAX
-                or backend.tensors[src.inputs[0]].dtype != "u8"
-                or backend.tensors[other.inputs[0]].dtype != "s8"):
+        if not _exact_in_int8(src) or backend.tensors[other.inputs[0]].dtype != "s8":
             return True
     return False
 
