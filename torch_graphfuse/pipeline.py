@@ -88,11 +88,11 @@ def fuse_block(graph: torch._C.Graph, block: torch._C.Block,
     return groups
 
 
-def _int8_saturates(graph: torch._C.Graph) -> bool:
-    """Whether the graph holds CPU tensors, whose int8 products oneDNN sums in saturating
-    int16 pairs on this CPU (no VNNI)."""
+def _int8_saturates(devices: set[str]) -> bool:
+    """Whether the graph holds CPU tensors (`devices`: its device types), whose int8
+    products oneDNN sums in saturating int16 pairs on this CPU (no VNNI)."""
     isa = onednn_library.isa()
-    return isa is not None and not isa.vnni and "cpu" in _device_types(graph.block())
+    return isa is not None and not isa.vnni and "cpu" in devices
 
 
 def _claiming(devices: set[str]) -> list[Backend]:
@@ -123,10 +123,12 @@ def run_pipeline(graph: torch._C.Graph, respecializing: bool = False) -> None:
 
 def _run_passes(graph: torch._C.Graph, respecializing: bool = False) -> None:
     log.dump(NAME, lambda: f"graph given to torch_graphfuse:\n{graph}")
+    # The passes before the partitioners move no tensor to another device.
+    devices = _device_types(graph.block())
     log.logged_pass("mutation_removal", graph, lambda: mutation_removal.run(graph))
     log.logged_pass("reference_quantization", graph, lambda: reference_quantization.run(graph))
     log.logged_pass("int8_as_float", graph,
-                    lambda: int8_as_float.run(graph, _int8_saturates(graph)))
+                    lambda: int8_as_float.run(graph, _int8_saturates(devices)))
     log.logged_pass("quantized_weights", graph, lambda: quantized_weights.run(graph))
     log.logged_pass("split_dequantize", graph, lambda: split_dequantize.run(graph))
     log.logged_pass("decompose", graph, lambda: decompose.run(graph))
@@ -144,7 +146,7 @@ def _run_passes(graph: torch._C.Graph, respecializing: bool = False) -> None:
     groups: list[torch._C.Node] = []
     report = FusionReport()
     facts = GraphFacts(graph, finiteness.analyze(graph), integer_data.analyze(graph), report)
-    backends = _claiming(_device_types(graph.block()))
+    backends = _claiming(devices)
     partitioners = [b.partitioner(facts) for b in backends]
     log.logged_pass("rewrite", graph, lambda: groups.extend(
         fuse_block(graph, graph.block(), partitioners, facts)))

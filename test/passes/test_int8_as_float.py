@@ -26,7 +26,7 @@ QUANTIZED = "quantized_decomposed::"
 
 @pytest.fixture(autouse=True)
 def int8_saturates(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pipeline, "_int8_saturates", lambda graph: True)
+    monkeypatch.setattr(pipeline, "_int8_saturates", lambda devices: True)
 
 
 def _special(x: torch.Tensor, scale: float) -> torch.Tensor:

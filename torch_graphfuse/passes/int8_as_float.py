@@ -53,16 +53,21 @@ def _float_result(dequantize: torch._C.Node) -> bool:
     return out.node().mustBeNone() or constant_number(out) == SCALAR_TYPE_CODE[torch.float32]
 
 
-def exact_in_int8(quant_min: int, quant_max: int, dtype: int) -> bool:
-    """Whether oneDNN's int8 products of data quantized so cannot saturate without VNNI."""
-    return dtype == SCALAR_TYPE_CODE[torch.uint8] and quant_min >= 0 \
-        and quant_max <= UNSATURATED_U8_MAX
+def exact_in_int8(quantize: torch._C.Node) -> bool:
+    """Whether oneDNN's int8 products (with s8 data) of what a quantize_per_tensor makes
+    cannot saturate without VNNI: u8 of constant range within [0, UNSATURATED_U8_MAX],
+    which the quantize clamps to."""
+    params = _parameters(quantize) if quantize.kind() == QUANTIZE else None
+    if params is None:
+        return False
+    _, _, low, high, dtype = params
+    return dtype == SCALAR_TYPE_CODE[torch.uint8] and low >= 0 and high <= UNSATURATED_U8_MAX
 
 
 def _rewrite(graph: torch._C.Graph, quantize: torch._C.Node) -> bool:
     params = _parameters(quantize)
     t = quantize.inputsAt(0).type()
-    if (params is None or exact_in_int8(*params[2:]) or not isinstance(t, torch._C.TensorType)
+    if (params is None or exact_in_int8(quantize) or not isinstance(t, torch._C.TensorType)
             or t.dtype() != torch.float32):
         return False
     readers = [u.user for u in quantize.output().uses()]

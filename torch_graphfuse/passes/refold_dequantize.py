@@ -25,10 +25,6 @@ from . import split_dequantize
 
 NAME = log.module_name(__file__)
 
-DEQUANTIZE = ("quantized_decomposed::dequantize_per_tensor",
-              "quantized_decomposed::dequantize_per_channel")
-
-
 def _folded(node: torch._C.Node) -> torch.Tensor | None:
     """The dequantize's result, where every input is a constant."""
     if not all(v.node().kind() == "prim::Constant" for v in node.inputs()):
@@ -67,7 +63,7 @@ def _refold_block(graph: torch._C.Graph, block: torch._C.Block,
         # A reader that may keep the tensor itself (a view, a tuple, the graph's result),
         # or a write in place, would see one tensor where eager makes a new one per node
         # and call.
-        if (node.kind() not in DEQUANTIZE or alias_db.has_writers(node.output())
+        if (node.kind() not in split_dequantize.DEQUANTIZE or alias_db.has_writers(node.output())
                 or any(split_dequantize.aliasing_reader(u.user) for u in node.output().uses())):
             continue
         if _fold(graph, node):

@@ -167,24 +167,18 @@ def _lone_op(c: Candidate) -> bool:
             and not any(map(_scalar_arithmetic, c.nodes)))
 
 
-def _dense_in(sizes: list[int], strides: list[int], order: list[int]) -> bool:
-    """Dense with `order` (outermost dim first); a size-1 dim's stride is free."""
-    expected = 1
-    for d in reversed(order):
-        if sizes[d] != 1 and strides[d] != expected:
-            return False
-        expected *= sizes[d]
-    return True
+_CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
 
 
 def _copied_when_bound(sizes: list[int] | None, strides: list[int] | None) -> bool:
-    """Whether the kernel copies an input of these profiled strides before binding it:
-    all but row-major and channels-last (a strided view: a slice, attention's heads)."""
+    """Whether the kernel copies an input of these profiled strides before binding it
+    (csrc/onednn/onednn_kernel.cpp, bindable): all but contiguous and channels-last ones,
+    by ATen's own test (a strided view: a slice, attention's heads)."""
     if not sizes or not strides:
         return False
-    rank = len(sizes)
-    orders = [list(range(rank))] + ([[0, *range(2, rank), 1]] if rank in (4, 5) else [])
-    return not any(_dense_in(sizes, strides, order) for order in orders)
+    t = torch.empty_strided(sizes, strides, device="meta")
+    return not (t.is_contiguous() or (t.dim() in _CHANNELS_LAST
+                                      and t.is_contiguous(memory_format=_CHANNELS_LAST[t.dim()])))
 
 
 # Ops that compute one value per element, or move elements: a partition of only these

@@ -14,7 +14,6 @@ import enum
 import math
 
 from ...passes import int8_as_float
-from ...passes.graph_utils import constant_number
 from . import library
 from .graph_desc import BackendGraph, BackendOp
 
@@ -388,18 +387,13 @@ def full_then_two_width_operands(ops: list[BackendOp], backend: BackendGraph) ->
     return widths >= 2
 
 
-def _exact_in_int8(dequantize: BackendOp | None) -> bool:
+def _exact_in_int8(dequantize: BackendOp) -> bool:
     """Whether the u8 data a Dequantize reads comes from a quantize_per_tensor of a range
     whose products with s8 data cannot saturate (int8_as_float.exact_in_int8): a quantize
     of a range narrower than the dtype's clamps to it; False where not proven."""
-    node = dequantize.node if dequantize is not None else None
-    if node is None or node.kind() != "quantized_decomposed::dequantize_per_tensor":
-        return False
-    source = node.inputsAt(0).node()
-    if source.kind() != "quantized_decomposed::quantize_per_tensor":
-        return False
-    low, high, dtype = (constant_number(source.inputsAt(i)) for i in (3, 4, 5))
-    return None not in (low, high, dtype) and int8_as_float.exact_in_int8(low, high, dtype)
+    node = dequantize.node
+    return (node is not None and node.kind() == int8_as_float.DEQUANTIZE
+            and int8_as_float.exact_in_int8(node.inputsAt(0).node()))
 
 
 def int8_products_saturate(ops: list[BackendOp], backend: BackendGraph) -> bool:
