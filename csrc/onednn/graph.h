@@ -100,10 +100,10 @@ std::vector<int64_t> prepare_partitions(const std::vector<GraphDesc>& descs);
 std::optional<Prepared> take_prepared(int64_t ticket);
 
 // A partition of the group for any sizes of its inputs (every dim unknown).
-// Compiled for each input spec but the profiled one, it keeps one partition
-// per group: oneDNN 3.12 keys its cache of reordered constant weights by
-// partition, weight layout and address, and never drops an entry, so a
-// partition found anew per spec would add a copy of the weights per spec.
+// Compiled for each input spec, the profiled one included, it keeps one
+// partition per group: oneDNN 3.12 keys its cache of reordered constant
+// weights by partition, weight layout and address, and never drops an entry,
+// so a partition found anew per spec would add a copy of the weights per spec.
 std::optional<Prepared> find_generic_partition(const GraphDesc& desc, std::string& why);
 
 // Compiles the group for these port tensors: `prepared`'s partition, or one
