@@ -15,6 +15,9 @@ namespace graphfuse {
 
 #define GRAPHFUSE_KERNEL_STATS(X)                                                          \
   X(compiles, count, "partitions compiled")                                                 \
+  X(shared_compiles, count,                                                                 \
+    "of those, served by the partition a group of the same description compiled for the "   \
+    "same tensors (a model's repeated layers)")                                             \
   X(cache_hits, count, "executions that reused a compiled partition")                       \
   X(fallbacks, count, "executions that ran the unfused subgraph")                           \
   X(unseen_spec_runs, count,                                                                \

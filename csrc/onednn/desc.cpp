@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "graph.h"
 
@@ -166,6 +167,41 @@ GraphDesc GraphDesc::parse(const std::string& text) {
       for (auto id : *ids)
         if (!desc.tensors.count(id)) bad("op uses undeclared tensor " + std::to_string(id));
   return desc;
+}
+
+std::string canonical_text(const std::string& text) {
+  std::unordered_map<std::string, size_t> tensors, ops;
+  auto renamed = [](std::unordered_map<std::string, size_t>& ids, const std::string& id) {
+    return std::to_string(ids.emplace(id, ids.size()).first->second);
+  };
+  std::istringstream lines(text);
+  std::ostringstream out;
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream in(line);
+    std::vector<std::string> tokens;
+    for (std::string token; in >> token;) tokens.push_back(token);
+    if (tokens.empty()) continue;
+    const auto& tag = tokens[0];
+    if (tag == "t" && tokens.size() > 1) {
+      tokens[1] = renamed(tensors, tokens[1]);
+    } else if (tag == "o" && tokens.size() > 3) {
+      // o <op id> <kind> <n> <n tensor ids> <m> <m tensor ids> <attributes>
+      tokens[1] = renamed(ops, tokens[1]);
+      size_t at = 3;
+      for (int list = 0; list < 2 && at < tokens.size(); ++list) {
+        auto n = std::strtoull(tokens[at].c_str(), nullptr, 10);
+        for (size_t k = 1; k <= n && at + k < tokens.size(); ++k)
+          tokens[at + k] = renamed(tensors, tokens[at + k]);
+        at += n + 1;
+      }
+    } else if (tag == "in" || tag == "out") {
+      for (size_t k = 1; k < tokens.size(); ++k) tokens[k] = renamed(tensors, tokens[k]);
+    }
+    for (size_t k = 0; k < tokens.size(); ++k) out << (k ? " " : "") << tokens[k];
+    out << '\n';
+  }
+  return out.str();
 }
 
 }  // namespace graphfuse

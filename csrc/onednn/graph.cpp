@@ -357,4 +357,54 @@ std::optional<Compiled> compile_partition(const GraphDesc& desc,
   return c;
 }
 
+namespace {
+
+std::mutex g_shared_mu;
+std::unordered_map<std::string, std::weak_ptr<const Compiled>> g_shared;
+size_t g_shared_swept = 64;  // the map's size after its last sweep of expired entries
+
+void append(std::string& key, int64_t value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+void append(std::string& key, const LogicalTensor& lt) {
+  append(key, static_cast<int64_t>(lt.get_data_type()));
+  append(key, static_cast<int64_t>(lt.get_property_type()));
+  auto layout = lt.get_layout_type();
+  append(key, static_cast<int64_t>(layout));
+  auto dims = lt.get_dims();
+  append(key, static_cast<int64_t>(dims.size()));
+  for (auto d : dims) append(key, d);
+  if (layout == LogicalTensor::layout_type::strided)
+    for (auto s : lt.get_strides()) append(key, s);
+}
+
+}  // namespace
+
+std::string shared_compile_key(const std::string& canonical,
+                               const std::vector<LogicalTensor>& inputs,
+                               const std::vector<LogicalTensor>& outputs, bool profiled) {
+  auto key = canonical;
+  append(key, profiled);
+  for (const auto& lt : inputs) append(key, lt);
+  append(key, -1);
+  for (const auto& lt : outputs) append(key, lt);
+  return key;
+}
+
+std::shared_ptr<const Compiled> find_shared_compile(const std::string& key) {
+  std::lock_guard<std::mutex> lock(g_shared_mu);
+  auto it = g_shared.find(key);
+  return it == g_shared.end() ? nullptr : it->second.lock();
+}
+
+void add_shared_compile(const std::string& key, const std::shared_ptr<const Compiled>& compiled) {
+  std::lock_guard<std::mutex> lock(g_shared_mu);
+  g_shared[key] = compiled;
+  if (g_shared.size() < 2 * g_shared_swept) return;
+  for (auto it = g_shared.begin(); it != g_shared.end();)
+    it = it->second.expired() ? g_shared.erase(it) : std::next(it);
+  g_shared_swept = std::max<size_t>(g_shared.size(), 64);
+}
+
 }  // namespace graphfuse

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -113,6 +114,23 @@ std::optional<Compiled> compile_partition(const GraphDesc& desc,
                                           const std::vector<LogicalTensor>& outputs,
                                           bool profiled, const Prepared* prepared,
                                           std::string& why);
+
+// The description with its tensor and op ids numbered in order of appearance:
+// the groups of a model's repeated layers, whose ids differ, read the same.
+std::string canonical_text(const std::string& text);
+
+// Compiled partitions shared by the groups of one canonical description,
+// compiled from their partition for any sizes for the same port tensors (ids
+// aside, the ports in description order): a model's repeated layers compile
+// once per distinct group at a new size, not once per layer. oneDNN mixes the
+// addresses of an execution's constant inputs into the key of their reordered
+// copies, so groups sharing a compiled partition keep their own weights. An
+// entry lives while a group's cached spec holds it.
+std::string shared_compile_key(const std::string& canonical,
+                               const std::vector<LogicalTensor>& inputs,
+                               const std::vector<LogicalTensor>& outputs, bool profiled);
+std::shared_ptr<const Compiled> find_shared_compile(const std::string& key);
+void add_shared_compile(const std::string& key, const std::shared_ptr<const Compiled>& compiled);
 
 dnnl::engine& cpu_engine();
 

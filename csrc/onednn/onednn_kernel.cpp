@@ -56,7 +56,7 @@ struct WeightCharge {
 };
 
 struct Entry {
-  std::optional<Compiled> compiled;        // empty: this spec runs unfused
+  std::shared_ptr<const Compiled> compiled;  // null: this spec runs unfused
   std::vector<int64_t> sizes;              // sizes_key of the inputs it was compiled for
   std::shared_ptr<WeightCharge> weights;   // the constant inputs its partition binds
   // Per output, the input oneDNN may overwrite with it (-1: none): that
@@ -75,7 +75,9 @@ class Kernel : public GroupBase {
  public:
   // Strides are not guarded: a spec of other strides compiles anew.
   explicit Kernel(const GroupState& state)
-      : GroupBase(state, false), desc_(GraphDesc::parse(state.desc)) {
+      : GroupBase(state, false),
+        canonical_(canonical_text(state.desc)),
+        desc_(GraphDesc::parse(state.desc)) {
     shape_inputs_ = state.shape_inputs;
     if (state.head) head_ = std::make_unique<ViewGraph>(state.head, "graphfuse::view_head");
     if (state.tail) tail_ = std::make_unique<ViewGraph>(state.tail, "graphfuse::view_tail");
@@ -399,31 +401,50 @@ class Kernel : public GroupBase {
       for (size_t i = 0; i < inputs.size(); ++i)
         if (free_layout_[i] && !free_seen_[i]) free_seen_[i] = std::make_pair(layouts[i], given[i]);
     if (why.empty()) why = layout_change(inputs, layouts, given);
-    std::optional<Compiled> compiled;
+    std::shared_ptr<const Compiled> compiled;
     if (why.empty()) {
-      // Every spec shares the group's partition for any sizes: oneDNN keeps
+      // Every spec compiles the group's partition for any sizes: oneDNN keeps
       // one reordered copy of the constant weights per partition, so a second
       // partition for the profiled sizes held a second copy of the model's
       // weights (ViT-base: 327 MB) and ran no faster there (BERT, GPT-2, T5,
-      // ViT, ResNet-50 within 3%). Where oneDNN takes the group only at known
-      // sizes, the profiled spec has the partition found with the graph's
-      // other groups, and each other spec finds its own.
-      const Prepared* prepared = generic_partition();
-      if (!prepared && profiled && prepared_) prepared = &*prepared_;
-      compiled = compile_partition(desc_, in_lts, output_lts(profiled, true), profiled, prepared,
-                                   why);
+      // ViT, ResNet-50 within 3%). What such a compile makes, a group of the
+      // same canonical description takes (shared_compile_key). Where oneDNN
+      // takes the group only at known sizes, the profiled spec has the
+      // partition found with the graph's other groups, and each other spec
+      // finds its own.
+      auto compile_for = [&](const std::vector<LogicalTensor>& outputs,
+                             bool at_profiled_sizes) -> std::shared_ptr<const Compiled> {
+        std::string key;
+        if (!generic_tried_ || generic_) {
+          key = shared_compile_key(canonical_, in_lts, outputs, at_profiled_sizes);
+          if (auto found = find_shared_compile(key)) {
+            ++counters().shared_compiles;
+            return found;
+          }
+        }
+        if (const Prepared* generic = generic_partition()) {
+          auto own = compile_partition(desc_, in_lts, outputs, at_profiled_sizes, generic, why);
+          if (!own) return nullptr;
+          auto made = std::make_shared<const Compiled>(std::move(*own));
+          add_shared_compile(key, made);
+          return made;
+        }
+        auto own = compile_partition(desc_, in_lts, outputs, at_profiled_sizes,
+                                     profiled && prepared_ ? &*prepared_ : nullptr, why);
+        return own ? std::make_shared<const Compiled>(std::move(*own)) : nullptr;
+      };
+      compiled = compile_for(output_lts(profiled, true), profiled);
       // Where oneDNN answers `any` with a blocked layout (3.12 picks strided
       // NHWC on x86), compile again with every output strided.
       if (compiled && !all_strided(*compiled))
-        compiled = compile_partition(desc_, in_lts, output_lts(profiled, false), profiled,
-                                     prepared, why);
+        compiled = compile_for(output_lts(profiled, false), profiled);
       if (compiled && !all_strided(*compiled)) {
         compiled.reset();
         why = "oneDNN chose a non-strided output layout";
       }
       if (compiled && !profiled)
         if (auto ordered = outputs_in_profiled_order(*compiled))
-          compiled = compile_partition(desc_, in_lts, *ordered, false, prepared, why);
+          compiled = compile_for(*ordered, false);
     }
     ++counters().compiles;
     auto us = us_since(start);
@@ -441,7 +462,9 @@ class Kernel : public GroupBase {
       return;
     }
     GRAPH_DEBUG(name_, ": compiled a partition of ", desc_.ops.size(), " ops in ", us, " us");
-    entry.weights = charge(inputs, generic_ ? &generic_charge_
+    // A partition for any sizes, this group's or shared, binds the weights once for all specs.
+    bool any_sizes = !generic_tried_ || generic_;
+    entry.weights = charge(inputs, any_sizes ? &generic_charge_
                                    : profiled && prepared_ ? &prepared_charge_ : nullptr);
     for (const auto& lt : compiled->inputs) entry.inputs.emplace_back(lt, cpu_engine(), nullptr);
     for (const auto& lt : compiled->outputs) entry.outputs.emplace_back(lt, cpu_engine(), nullptr);
@@ -637,6 +660,7 @@ class Kernel : public GroupBase {
     for (auto& t : outputs) stack.emplace_back(std::move(t));
   }
 
+  const std::string canonical_;  // the description, ids numbered in order (canonical_text)
   const GraphDesc desc_;
   std::vector<bool> any_layout_;  // per output: only other fusion groups read it
   std::vector<bool> free_layout_;  // per input: another group wrote it in oneDNN's layout

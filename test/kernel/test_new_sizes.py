@@ -62,6 +62,25 @@ def test_new_lengths_and_batches_compile_without_fusing_again() -> None:
     assert stats["fallbacks"] == 3
 
 
+def test_repeated_layers_share_each_compile_and_keep_their_own_weights() -> None:
+    # Three layers of one structure and their own weights: at each size the second and
+    # third layers' groups take the partitions the first one's compiled, and every layer
+    # still computes with its own weights.
+    model = nn.Sequential(*[EncoderLayer() for _ in range(3)]).eval()
+    module, _, graph = runner.fused(model, [torch.randn(1, 16, 32)])
+    groups = [g for g in runner.fusion_groups(graph) if g.s("backend") == "onednn"]
+    torch_graphfuse.reset_kernel_stats()
+    with torch.no_grad(), torch_graphfuse.fuser():
+        for batch, length in ((2, 23), (1, 9), (2, 23)):
+            x = torch.randn(batch, length, 32)
+            torch.testing.assert_close(module(x), model(x), rtol=1e-4, atol=1e-5)
+    stats = torch_graphfuse.kernel_stats()
+    assert stats["compiles"] == 2 * len(groups)  # per new size, each group once
+    # At each size, the layers after the first take most of their compiles from the first's.
+    assert stats["shared_compiles"] >= stats["compiles"] // 2
+    assert stats["cached_weight_bytes"] == stats["model_weight_bytes"]
+
+
 def test_a_size_constant_group_computes_each_new_length_once() -> None:
     class Positions(nn.Module):
         def __init__(self) -> None:
