@@ -28,31 +28,37 @@ namespace {
 using torch::jit::Node;
 using torch::jit::Stack;
 
-// True when each guarded input still has the dtype, device and rank the
+// Empty when each guarded input still has the dtype, device and rank the
 // group was built for (each size the type gives, and strides where
-// `exact_strides`); else the group runs unfused.
-bool guard_holds(const std::vector<int64_t>& guarded, const std::vector<c10::TypePtr>& types,
-                 const torch::jit::Stack& stack, size_t n, bool exact_strides) {
+// `exact_strides`); else the first difference, and the group runs unfused.
+std::string guard_refusal(const std::vector<int64_t>& guarded,
+                          const std::vector<c10::TypePtr>& types, const torch::jit::Stack& stack,
+                          size_t n, bool exact_strides) {
   auto inputs = torch::jit::last(stack, n);
   for (size_t k = 0; k < guarded.size(); ++k) {
     const auto& expected = types[k]->expectRef<c10::TensorType>();
     const auto& iv = inputs[guarded[k]];
-    if (!iv.isTensor()) return false;
+    auto input = [&] { return "input " + std::to_string(guarded[k]) + " "; };
+    if (!iv.isTensor() || !iv.toTensor().defined()) return input() + "is not a tensor";
     const auto& t = iv.toTensor();
-    if (!t.defined()) return false;
     // A property the profiled type left unset is not checked.
-    if (auto dtype = expected.scalarType(); dtype && t.scalar_type() != *dtype) return false;
-    if (auto device = expected.device(); device && t.device() != *device) return false;
-    if (auto dim = expected.dim(); dim && t.dim() != static_cast<int64_t>(*dim)) return false;
+    if (auto dtype = expected.scalarType(); dtype && t.scalar_type() != *dtype)
+      return input() + "has dtype " + std::string(c10::toString(t.scalar_type()));
+    if (auto device = expected.device(); device && t.device() != *device)
+      return input() + "is on " + t.device().str();
+    if (auto dim = expected.dim(); dim && t.dim() != static_cast<int64_t>(*dim))
+      return input() + "has " + std::to_string(t.dim()) + " dims";
     const auto& sizes = expected.sizes();
     for (size_t d = 0; d < sizes.size().value_or(0); ++d)
-      if (auto size = sizes[d]; size && *size != t.size(static_cast<int64_t>(d))) return false;
+      if (auto size = sizes[d]; size && *size != t.size(static_cast<int64_t>(d)))
+        return input() + "has size " + std::to_string(t.size(static_cast<int64_t>(d))) +
+               " in dim " + std::to_string(d) + ", profiled " + std::to_string(*size);
     if (auto strides = expected.strides().concrete_sizes();
         exact_strides && strides && *strides != t.strides().vec())
-      return false;
-    if (t.requires_grad() && at::GradMode::is_enabled()) return false;
+      return input() + "has other strides than profiled";
+    if (t.requires_grad() && at::GradMode::is_enabled()) return input() + "requires grad";
   }
-  return true;
+  return {};
 }
 
 // Whether any of the n values holds NaN or inf (all exponent bits set): a loop
@@ -243,7 +249,7 @@ bool GroupBase::admitted(Stack& stack, size_t n) {
       return false;
     }
   }
-  if (!guard_holds(guarded_, guard_types_, stack, n, exact_strides_)) {
+  if (!guard_refusal(guarded_, guard_types_, stack, n, exact_strides_).empty()) {
     run_at_new_spec(stack, n);
     return false;
   }
@@ -325,9 +331,10 @@ void GroupBase::run_respecialized(Stack& stack, size_t n) {
                      " MB of their weights (TORCH_GRAPHFUSE_WEIGHT_CACHE_MB)");
       logged_limit_ = true;
     } else if (found == specs_.end()) {
-      GRAPH_UPDATE(name_, ": the guard refused an input spec; its subgraph is fused again for it ",
-                   "after a profiling run (spec ", specs_.size() + 1, " of at most ",
-                   budget.specs_per_group, ")");
+      GRAPH_UPDATE(name_, ": the guard refused an input spec (",
+                   guard_refusal(guarded_, guard_types_, stack, n, exact_strides_),
+                   "); its subgraph is fused again for it after a profiling run (spec ",
+                   specs_.size() + 1, " of at most ", budget.specs_per_group, ")");
       // The constant inputs (frozen weights) become constants again, as the pipeline
       // first saw them: a weight the backend may prepack, a BatchNorm it may fold.
       auto graph = subgraph_->copy();

@@ -92,4 +92,6 @@ with torch.no_grad(), torch_graphfuse.fuser():
     again = [line for line in done.stderr.splitlines() if "is fused again for it" in line]
     past = [line for line in done.stderr.splitlines() if "past the limits" in line]
     assert len(again) == 2 and "(spec 2 of at most 2)" in again[1], done.stderr
+    # Which input the guard refused, and why: the width the padding was computed from.
+    assert "(input 0 has size 12 in dim 2, profiled 8)" in again[0], done.stderr
     assert len(past) == 1 and "fusion_group.cpp" in past[0], done.stderr
