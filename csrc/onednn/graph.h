@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -76,6 +77,22 @@ struct Compiled {
   dg::compiled_partition partition;
   std::vector<LogicalTensor> inputs;
   std::vector<LogicalTensor> outputs;
+
+  // A partition several groups share (shared_compile_key) holds the constant inputs each
+  // bound, by address, while it lives: oneDNN keys their reordered copies by address and
+  // never drops one, so weights of a model loaded after another was freed, at the same
+  // addresses, would otherwise be read through the shared partition as the freed ones.
+  void hold(const void* address, std::shared_ptr<const void> owner) const {
+    std::lock_guard<std::mutex> lock(held_->mu);
+    held_->owners.emplace(address, std::move(owner));
+  }
+
+ private:
+  struct Held {
+    std::mutex mu;
+    std::unordered_map<const void*, std::shared_ptr<const void>> owners;
+  };
+  std::shared_ptr<Held> held_ = std::make_shared<Held>();
 };
 
 // Builds the description's ops into one graph with the given concrete input

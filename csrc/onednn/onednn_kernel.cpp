@@ -466,6 +466,10 @@ class Kernel : public GroupBase {
     bool any_sizes = !generic_tried_ || generic_;
     entry.weights = charge(inputs, any_sizes ? &generic_charge_
                                    : profiled && prepared_ ? &prepared_charge_ : nullptr);
+    if (any_sizes)
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (desc_.tensors.at(desc_.inputs[i]).constant)
+          compiled->hold(inputs[i].data_ptr(), std::make_shared<const at::Tensor>(inputs[i]));
     for (const auto& lt : compiled->inputs) entry.inputs.emplace_back(lt, cpu_engine(), nullptr);
     for (const auto& lt : compiled->outputs) entry.outputs.emplace_back(lt, cpu_engine(), nullptr);
     entry.inplace_input = inplace_inputs(*compiled);
