@@ -136,7 +136,8 @@ std::optional<Compiled> compile_partition(const GraphDesc& desc,
 // the groups of a model's repeated layers, whose ids differ, read the same.
 std::string canonical_text(const std::string& text);
 
-// Compiled partitions shared by the groups of one canonical description,
+// Compiled partitions shared by the groups of one canonical description (the
+// kernel prefixes it with its pipeline run, within which weights never change),
 // compiled from their partition for any sizes for the same port tensors (ids
 // aside, the ports in description order): a model's repeated layers compile
 // once per distinct group at a new size, not once per layer. oneDNN mixes the

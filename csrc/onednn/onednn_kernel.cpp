@@ -76,7 +76,7 @@ class Kernel : public GroupBase {
   // Strides are not guarded: a spec of other strides compiles anew.
   explicit Kernel(const GroupState& state)
       : GroupBase(state, false),
-        canonical_(canonical_text(state.desc)),
+        canonical_(std::to_string(state.report) + "\n" + canonical_text(state.desc)),
         desc_(GraphDesc::parse(state.desc)) {
     shape_inputs_ = state.shape_inputs;
     if (state.head) head_ = std::make_unique<ViewGraph>(state.head, "graphfuse::view_head");
@@ -664,7 +664,11 @@ class Kernel : public GroupBase {
     for (auto& t : outputs) stack.emplace_back(std::move(t));
   }
 
-  const std::string canonical_;  // the description, ids numbered in order (canonical_text)
+  // The description, ids numbered in order (canonical_text), after the pipeline run's
+  // report id: groups share compiles within one run only. oneDNN keys the reordered weights
+  // by partition and address, and a model frozen again after a weight changed in place
+  // (torch.compile's backend does so) binds the new values at the old addresses.
+  const std::string canonical_;
   const GraphDesc desc_;
   std::vector<bool> any_layout_;  // per output: only other fusion groups read it
   std::vector<bool> free_layout_;  // per input: another group wrote it in oneDNN's layout
