@@ -85,8 +85,8 @@ class BufferPool final : public c10::Allocator {
   // A pooled block: an idle one of the class, else a new one. Large blocks are
   // mapped from the system and unmapped when freed. From malloc, glibc kept
   // them after free (its mmap threshold rises to 32 MB with each freed large
-  // block), and a stream of new sizes grew RSS without bound: ViT at batches
-  // 1-32 held 1.1 GB more after ten requests than after a malloc_trim.
+  // block): ViT fed ten requests at batches 8-32 peaked at 2.24 GB, against
+  // 1.77 GB mapped (frozen TorchScript: 1.57 GB).
   void* block_of_class(size_t cls) {
     if (void* block = take(cls)) return block;
     void* block = nullptr;

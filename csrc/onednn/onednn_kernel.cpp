@@ -415,7 +415,7 @@ class Kernel : public GroupBase {
       auto compile_for = [&](const std::vector<LogicalTensor>& outputs,
                              bool at_profiled_sizes) -> std::shared_ptr<const Compiled> {
         std::string key;
-        if (!generic_tried_ || generic_) {
+        if (any_sizes_partition()) {
           key = shared_compile_key(canonical_, in_lts, outputs, at_profiled_sizes);
           if (auto found = find_shared_compile(key)) {
             ++counters().shared_compiles;
@@ -463,7 +463,7 @@ class Kernel : public GroupBase {
     }
     GRAPH_DEBUG(name_, ": compiled a partition of ", desc_.ops.size(), " ops in ", us, " us");
     // A partition for any sizes, this group's or shared, binds the weights once for all specs.
-    bool any_sizes = !generic_tried_ || generic_;
+    bool any_sizes = any_sizes_partition();
     entry.weights = charge(inputs, any_sizes ? &generic_charge_
                                    : profiled && prepared_ ? &prepared_charge_ : nullptr);
     if (any_sizes)
@@ -502,6 +502,10 @@ class Kernel : public GroupBase {
         return false;
     return true;
   }
+
+  // Under mu_: whether the group compiles from a partition for any sizes, its own or one a
+  // group of the same description compiled (then its own is not looked for).
+  bool any_sizes_partition() const { return !generic_tried_ || generic_; }
 
   // Under mu_: the group's partition for any input sizes, found once.
   const Prepared* generic_partition() {

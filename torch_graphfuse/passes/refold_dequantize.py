@@ -25,6 +25,7 @@ from . import split_dequantize
 
 NAME = log.module_name(__file__)
 
+
 def _folded(node: torch._C.Node) -> torch.Tensor | None:
     """The dequantize's result, where every input is a constant."""
     if not all(v.node().kind() == "prim::Constant" for v in node.inputs()):
