@@ -184,6 +184,20 @@ torch::jit::Module module_from_graph(const std::string& name,
   return module;
 }
 
+// Every node of a block and of the blocks nested in it, in order. The passes walk whole
+// graphs dozens of times per pipeline run; walked in Python, T5's walks took 0.37 s.
+py::list all_nodes(torch::jit::Block* block) {
+  py::list nodes;
+  auto walk = [&nodes](auto& self, torch::jit::Block* b) -> void {
+    for (auto* node : b->nodes()) {
+      nodes.append(py::cast(node, py::return_value_policy::reference));
+      for (auto* inner : node->blocks()) self(self, inner);
+    }
+  };
+  walk(walk, block);
+  return nodes;
+}
+
 // Whether this extension uses the process's shared libstdc++. A copy linked in
 // statically (a toolchain's default; CMakeLists.txt links the shared one by path)
 // has locale facets that do not match the shared one torch loaded: writing a number
@@ -210,6 +224,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_enabled", [] { return g_enabled.load(); });
   m.def("_module_from_graph", &module_from_graph,
         "a ScriptModule whose forward is the graph (its first input is the module)");
+  m.def("_all_nodes", &all_nodes, "every node of a block and of its nested blocks, in order");
   m.def("_uses_shared_libstdcxx", &shared_libstdcxx,
         "whether this extension runs on the process's shared libstdc++");
   m.def("_set_group_executor_factory", &set_executor_factory,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import numbers
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
@@ -9,6 +10,7 @@ from typing import Any
 
 import torch
 
+from .. import _C
 from ..aten_ops import SCALAR_TYPE_CODE
 from ..group_schema import KIND
 
@@ -127,12 +129,7 @@ def inferred_size(graph: torch._C.Graph, sizes: list[torch._C.Value],
 
 def all_nodes(block: torch._C.Block) -> list[torch._C.Node]:
     """Every node of `block` and of the blocks nested in it, in order."""
-    nodes = []
-    for node in block.nodes():
-        nodes.append(node)
-        for inner in node.blocks():
-            nodes += all_nodes(inner)
-    return nodes
+    return _C._all_nodes(block)
 
 
 def ranks_that_may_vary(graph: torch._C.Graph) -> set[int]:
@@ -143,8 +140,8 @@ def ranks_that_may_vary(graph: torch._C.Graph) -> set[int]:
     theirs."""
     varying: set[int] = set()
     for node in all_nodes(graph.block()):
-        if node.kind() != "aten::squeeze" and not list(node.blocks()) and not any(
-                v.unique() in varying for v in node.inputs()):
+        if node.kind() != "aten::squeeze" and not list(node.blocks()) and (not varying or not any(
+                v.unique() in varying for v in node.inputs())):
             continue
         if node.kind() == "aten::permute" or (
                 node.kind() in ("aten::view", "aten::reshape")
@@ -176,15 +173,24 @@ _PURE_PRIMS = frozenset({
 })
 
 
+@functools.cache
+def _written_arguments(schema: str) -> tuple[int, ...]:
+    """The positions of the arguments a schema writes in place (parsed once per schema: the
+    passes ask for thousands of nodes of a few dozen ops)."""
+    return tuple(i for i, arg in enumerate(torch._C.parse_schema(schema).arguments)
+                 if arg.alias_info is not None and arg.alias_info.is_write)
+
+
 def written_values(node: torch._C.Node) -> list[torch._C.Value] | None:
     """The values a node (or a node in its blocks) may write in place, from the
     alias annotations of its schema; None when it may write anything."""
     written: list[torch._C.Value] = []
     schema = node.schema()
     if schema != "(no schema)":
-        arguments = torch._C.parse_schema(schema).arguments
-        written += [v for v, arg in zip(node.inputs(), arguments, strict=False)
-                    if arg.alias_info is not None and arg.alias_info.is_write]
+        indices = _written_arguments(schema)
+        if indices:
+            inputs = list(node.inputs())
+            written += [inputs[i] for i in indices if i < len(inputs)]
     elif node.kind() not in _PURE_PRIMS:
         return None
     for block in node.blocks():
