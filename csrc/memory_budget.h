@@ -1,5 +1,6 @@
 // What torch_graphfuse may keep cached, read once from the environment:
-//   TORCH_GRAPHFUSE_SPECS_PER_GROUP  compiled input specs kept per fusion group (8)
+//   TORCH_GRAPHFUSE_SPECS_PER_GROUP  compiled input specs kept per fusion group, and the
+//                                    sizes a size-constant group keeps values of (8)
 //   TORCH_GRAPHFUSE_WEIGHT_CACHE_MB  constant weights bound by cached compiled
 //                                    partitions, all groups together (unset: from the
 //                                    models, see weight_budget)

@@ -60,6 +60,47 @@ def test_positions_at_other_sizes_are_computed_as_eager() -> None:
         assert_matches(out, ref, "fp32")
 
 
+def _fallbacks_at(module: torch.jit.ScriptModule, model: nn.Module, tokens: int) -> int:
+    """The unfused runs of a call at `tokens` (every oneDNN group compiles at first sight
+    under the suite's TORCH_GRAPHFUSE_COMPILE_AT=1, so these are the size-constant group's)."""
+    x = torch.randn(2, tokens, 16)
+    torch_graphfuse.reset_kernel_stats()
+    assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+    return torch_graphfuse.kernel_stats()["fallbacks"]
+
+
+def test_values_at_other_sizes_are_kept_for_as_many_sizes_as_a_group_keeps_compiled() -> None:
+    """A stream of new lengths must not grow the process: the values of the sizes used
+    least recently go once a group keeps as many sizes as it keeps compiled specs."""
+    model = Positions().eval()
+    module, _, _ = fuse(model, [torch.randn(2, 8, 16)])
+    kept = torch_graphfuse.memory_budget()["specs_per_group"]
+    lengths = list(range(10, 10 + kept + 2))
+    assert [_fallbacks_at(module, model, n) for n in lengths] == [1] * len(lengths)
+    assert _fallbacks_at(module, model, lengths[-1]) == 0  # kept
+    assert _fallbacks_at(module, model, lengths[0]) == 1  # the least recently used went
+
+
+class Bias(nn.Module):
+    """A float causal bias of tokens x tokens, made from sizes alone on each call."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(x.size(1))
+        bias = (positions[None, :] - positions[:, None]).float().clamp(max=0)
+        return (x @ x.transpose(1, 2)) + bias
+
+
+def test_values_of_more_than_8_mb_at_another_size_are_computed_on_each_call() -> None:
+    model = Bias().eval()
+    module, _, _ = fuse(model, [torch.randn(1, 8, 4)])
+    for tokens, kept in ((1400, True), (1500, False)):  # 7.5 MB and 8.6 MB of float32
+        x = torch.randn(1, tokens, 4)
+        run(module, [x])
+        torch_graphfuse.reset_kernel_stats()
+        assert_matches(run(module, [x]), eager(model, [x]), "fp32")
+        assert (torch_graphfuse.kernel_stats()["fallbacks"] == 0) == kept, tokens
+
+
 class ReturnsPositions(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         positions = torch.arange(x.size(1)) * 2
