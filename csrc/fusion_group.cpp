@@ -232,6 +232,11 @@ GroupBase::GroupBase(const GroupState& state, bool exact_strides)
   guard_types_ = state.types;
   TORCH_CHECK(guarded_.size() == guard_types_.size(),
               "graphfuse::FusionGroup: one guard type per guarded input");
+  // Made with the group, not at its first unfused run: made then, in the middle of a
+  // request, its many small allocations stayed among ATen's activations and kept glibc
+  // from reusing their memory (ViT's first batch size run unfused added 1 GB of RSS).
+  if (subgraph_ && !saved_)
+    fallback_ = std::make_unique<torch::jit::Code>(subgraph_->copy(), name_ + "_fallback");
 }
 
 bool GroupBase::admitted(Stack& stack, size_t n) {
@@ -442,9 +447,6 @@ void GroupBase::run_fallback(Stack& stack) {
     return;
   }
   RECORD_FUNCTION("graphfuse::unfused", c10::ArrayRef<const c10::IValue>{});
-  std::call_once(fallback_once_, [&] {
-    fallback_ = std::make_unique<torch::jit::Code>(subgraph_->copy(), name_ + "_fallback");
-  });
   to_eager_layouts(stack);
   torch::jit::InterpreterState(*fallback_).run(stack);
 }

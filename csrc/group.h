@@ -89,8 +89,7 @@ class GroupBase {
   const bool exact_strides_;
   std::vector<int64_t> guarded_;           // the inputs the guard checks (not the constants)
   std::vector<c10::TypePtr> guard_types_;  // what each guarded input must match
-  std::once_flag fallback_once_;
-  std::unique_ptr<torch::jit::Code> fallback_;
+  std::unique_ptr<const torch::jit::Code> fallback_;  // the subgraph's unfused ops
 
   std::mutex specs_mu_;
   std::map<std::vector<int64_t>, std::unique_ptr<torch::jit::GraphFunction>> specs_;

@@ -9,6 +9,7 @@
 #include <torch/csrc/jit/jit_log.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <list>
@@ -276,12 +277,19 @@ class Kernel : public GroupBase {
       // sizes that never repeat runs as ATen would, and pays no compile per call.
       size_t compile_at = memory_budget().compile_at;
       if (compile_at > 1 && !at_profiled_sizes(inputs) && !warm_.count(sizes_key(inputs))) {
-        if (sightings_.size() >= kSightings) sightings_.clear();
-        if (++sightings_[key] < compile_at) {
+        auto hash = SpecHash()(key);
+        auto seen = std::find_if(sightings_.begin(), sightings_.end(), [&](const Sighting& s) {
+          return s.calls > 0 && s.hash == hash;
+        });
+        if (seen == sightings_.end()) {
+          seen = sightings_.begin() + static_cast<std::ptrdiff_t>(next_sighting_++ % kSightings);
+          *seen = Sighting{hash, 0};
+        }
+        if (++seen->calls < compile_at) {
           ++counters().unseen_spec_runs;
           return nullptr;
         }
-        sightings_.erase(key);
+        seen->calls = 0;
       }
       lru_.push_front(key);
       auto entry = std::make_shared<Entry>();
@@ -698,9 +706,19 @@ class Kernel : public GroupBase {
   std::unordered_map<SpecKey, std::pair<std::shared_ptr<Entry>, std::list<SpecKey>::iterator>,
                      SpecHash>
       cache_;
-  // Specs not compiled yet, with the calls seen (at most kSightings, then counted anew).
-  static constexpr size_t kSightings = 4096;
-  std::unordered_map<SpecKey, size_t, SpecHash> sightings_;
+  // Specs not compiled yet, by hash, with the calls seen: the latest kSightings, in a table
+  // made with the kernel. Counted in a map, each new spec allocated a node in the middle of
+  // a request, among ATen's activations, and those long-lived nodes kept glibc from reusing
+  // the activations' memory: ViT fed batches 8 to 32, unfused, peaked at 4.9 GB against
+  // 2.9 GB without them (frozen TorchScript: 1.6 GB). Two specs of one hash share a count:
+  // one compiles a call early, and the compiled cache keys them apart.
+  struct Sighting {
+    size_t hash = 0;
+    size_t calls = 0;
+  };
+  static constexpr size_t kSightings = 256;
+  std::array<Sighting, kSightings> sightings_{};
+  size_t next_sighting_ = 0;
   // Input sizes compiled at first sight: a saved group's exported specs.
   std::set<std::vector<int64_t>> warm_;
   std::shared_ptr<Entry> last_;  // the spec of the previous call, checked first
