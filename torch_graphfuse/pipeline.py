@@ -42,6 +42,7 @@ from .passes import (
     defer_size_check,
     finiteness,
     fold_constant_addends,
+    graph_utils,
     int8_as_float,
     integer_data,
     linear_leading_views,
@@ -63,13 +64,11 @@ NAME = log.module_name(__file__)
 def _device_types(block: torch._C.Block) -> set[str]:
     """The device types of the tensors profiled in a block and its nested blocks."""
     found = set()
-    for node in block.nodes():
+    for node in graph_utils.all_nodes(block):
         for v in node.outputs():
             t = v.type()
             if isinstance(t, torch._C.TensorType) and t.device() is not None:
                 found.add(t.device().type)
-        for inner in node.blocks():
-            found |= _device_types(inner)
     return found
 
 
