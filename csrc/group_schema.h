@@ -57,6 +57,8 @@ inline constexpr const char* kSoftmaxFlushed = "graphfuse::softmax_flushed";
   X(prepared, "prepared", "the ticket of the partition found with the graph's other groups") \
   X(flush_denormals, "flush_denormals",                                                      \
     "1 when the partition runs with denormals flushed to zero")                               \
+  X(cpu_needs, "cpu_needs",                                                                  \
+    "the CPU features its results rely on (vnni, bf16; space-separated)")                     \
   X(head, "head", "views of the group's inputs that the description reads instead")      \
   X(tail, "tail", "views of the description's outputs that the group outputs instead")  \
   X(respecialized, "respecialized",                                                         \

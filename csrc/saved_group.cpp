@@ -170,6 +170,13 @@ std::string mismatch(const State& saved) {
       return "it was saved with oneDNN " + field_or(saved, "onednn", "?") + " (" +
              field_or(saved, "onednn_hash", "?") + "), this process has " + onednn.version +
              " (" + onednn.hash + ")";
+    // A CPU with VNNI maps int8 products that one without it would saturate, and only a
+    // CPU with bf16 instructions maps bf16 partitions (backends/onednn/rules.py).
+    for (const auto& need : split(field_or(saved, "cpu_needs", ""), ' '))
+      if (!need.empty() && !onednn::isa_has(need))
+        return "its results rely on " + need + " instructions, which oneDNN's kernels lack "
+               "on this CPU (dnnl_cpu_isa_t " + std::to_string(onednn::effective_cpu_isa()) +
+               ")";
   }
   return "";
 }

@@ -367,4 +367,15 @@ int effective_cpu_isa() {
   return availability().ok ? static_cast<int>(dnnl_get_effective_cpu_isa()) : -1;
 }
 
+bool isa_has(const std::string& feature) {
+  int isa = effective_cpu_isa();
+  if (isa < 0) return false;
+  // dnnl_cpu_isa_t values are bit sets, each holding the ISAs below it: VNNI is bit 0x8
+  // (avx2_vnni) or 0x40 (avx512_core_vnni), bf16 bit 0x10 (avx2_vnni_2) or 0x80
+  // (avx512_core_bf16).
+  if (feature == "vnni") return (isa & 0x48) != 0;
+  if (feature == "bf16") return (isa & 0x90) != 0;
+  return false;
+}
+
 }  // namespace graphfuse::onednn

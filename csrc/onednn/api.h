@@ -25,4 +25,9 @@ const Availability& availability();
 // oneDNN cannot be used.
 int effective_cpu_isa();
 
+// Whether oneDNN's kernels here have a feature a partition's results may rely on: "vnni"
+// (int8 dot products summed in int32, not in saturating int16 pairs) or "bf16" (bf16
+// compute instructions). False for any other name.
+bool isa_has(const std::string& feature);
+
 }  // namespace graphfuse::onednn

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import torch_graphfuse
+from torch_graphfuse.backends.onednn import library
 from torch_graphfuse.serving.saved_groups import RUN_SAVED
 from torch_graphfuse.testing import cpp_examples
 
@@ -107,6 +108,38 @@ def test_a_file_made_by_another_onednn_runs_its_fallback_code_with_one_warning(
     # Its oneDNN groups; its size-constant groups need no oneDNN and still run.
     assert result["stats"]["compiles"] == 0 and result["stats"]["fallbacks"] > 0
     assert result["stderr"].count("cannot run fused here") == 1
+
+
+def test_a_group_relying_on_cpu_features_this_cpu_lacks_runs_its_fallback_code(
+        programs: Path, tmp_path: Path) -> None:
+    model, inputs, _ = MODELS["mlp"]()
+    exported = with_states_changed(torch_graphfuse.export(model, inputs),
+                                   cpu_needs="vnni avx1024")
+    result = check_saved(programs, tmp_path, exported, [inputs])
+    matches_eager(result, model, [inputs])
+    assert result["stats"]["compiles"] == 0 and result["stats"]["fallbacks"] > 0
+    assert result["stderr"].count("cannot run fused here") == 1
+    assert "rely on avx1024 instructions" in result["stderr"]
+
+
+@pytest.mark.skipif(not (library.isa() and library.isa().vnni),
+                    reason="int8 products are fused exactly only on a CPU with VNNI")
+def test_int8_products_fused_with_vnni_run_their_fallback_code_on_a_cpu_without_it(
+        programs: Path, tmp_path: Path) -> None:
+    # vpmaddubsw sums each pair of u8 x s8 products in int16: exported where VNNI maps
+    # them, served on AVX2, they would saturate (results 17 quantization steps off).
+    model, inputs, others = MODELS["int8_pt2e"]()
+    exported = torch_graphfuse.export(model, inputs)
+    needs = [node.inputsAt(0).toIValue().state().get("cpu_needs")
+             for node in exported.graph.findAllNodes(RUN_SAVED, True)]
+    assert "vnni" in needs
+    calls = [inputs, *others]
+    result = check_saved(programs, tmp_path, exported, calls, env=EMULATED_AVX2)
+    matches_eager(result, model, calls)
+    assert "its results rely on vnni instructions" in result["stderr"]
+    result = check_saved(programs, tmp_path, exported, calls)
+    matches_eager(result, model, calls)
+    assert "cannot run fused here" not in result["stderr"]
 
 
 def test_a_file_that_does_not_load_is_an_error_not_a_crash(programs: Path,

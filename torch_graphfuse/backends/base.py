@@ -47,6 +47,9 @@ class Partition:
     # inputs).
     head: list[torch._C.Node] = field(default_factory=list)
     desc_input_ids: list[int] = field(default_factory=list)
+    # CPU features its results rely on ("vnni", "bf16"): a saved group runs its fallback
+    # code where they are missing.
+    cpu_needs: frozenset[str] = frozenset()
 
     @property
     def ports(self) -> int:

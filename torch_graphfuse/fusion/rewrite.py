@@ -185,6 +185,8 @@ def rewrite(graph: torch._C.Graph, block: torch._C.Block, partitions: list[Parti
             group.i_(ATTR.shape_inputs, part.shape_inputs)
         if part.assumes_finite:
             group.is_(ATTR.finite_inputs, sorted(part.assumes_finite))
+        if part.cpu_needs:
+            group.s_(ATTR.cpu_needs, " ".join(sorted(part.cpu_needs)))
         for old, new, old_id in zip(part.outputs, group.outputs(), part.output_ids, strict=True):
             new.setType(old.type())
             old.replaceAllUsesAfterNodeWith(group, new)

@@ -49,6 +49,8 @@ def group_state(node: torch._C.Node) -> dict[str, str]:
     state["label"] = node.s(ATTR.label) if ATTR.label in names else KIND
     state["inputs"] = str(node.inputsSize())
     state["outputs"] = str(node.outputsSize())
+    if ATTR.cpu_needs in names:
+        state["cpu_needs"] = node.s(ATTR.cpu_needs)
     if ATTR.finite_inputs in names:
         state["finite_inputs"] = str(len(getattr(node, "is")(ATTR.finite_inputs)))
     for field in _INTS:

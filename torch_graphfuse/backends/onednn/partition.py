@@ -27,7 +27,7 @@ from ..base import Partition, describe
 from . import BACKEND, OFFERED_BY
 from .graph_desc import BackendGraph, BackendOp
 from .op_mapping import MappedBlock
-from .rules import Candidate, refusal
+from .rules import Candidate, cpu_needs, refusal
 from .workarounds import (
     SizeVerdict,
     binary_head_with_width_operand,
@@ -261,7 +261,8 @@ def find_partitions(graph: torch._C.Graph, mapped: MappedBlock, report: FusionRe
                                 frozenset().union(*(op.assumes_finite for op in ops)),
                                 backend=BACKEND, offered_by=OFFERED_BY,
                                 shape_inputs=len(shape_inputs),
-                                last_dims=frozenset().union(*(op.last_dims for op in ops))))
+                                last_dims=frozenset().union(*(op.last_dims for op in ops)),
+                                cpu_needs=cpu_needs(candidate)))
         log.update(NAME, f"partition [{describe(nodes)}]: {len(in_ids)} inputs, "
                          f"{len(out_ids)} outputs")
     result = [_reading_exposed(part, exposed_as) for part in result]

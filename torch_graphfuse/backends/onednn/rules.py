@@ -147,8 +147,23 @@ def _internal_port(c: Candidate) -> bool:
 
 def _bf16_without_kernels(c: Candidate) -> bool:
     isa = library.isa()
-    return not (isa and isa.bf16) and any(
-        c.backend.tensors[t].dtype == "bf16" for t in (*c.in_ids, *c.out_ids))
+    return not (isa and isa.bf16) and _bf16_ports(c)
+
+
+def _bf16_ports(c: Candidate) -> bool:
+    return any(c.backend.tensors[t].dtype == "bf16" for t in (*c.in_ids, *c.out_ids))
+
+
+def cpu_needs(c: Candidate) -> frozenset[str]:
+    """The CPU features a candidate this CPU fuses relies on, which a process that loads it
+    from a file must have too: VNNI for int8 products that saturate without it, bf16
+    instructions for bf16 ports (the rules above refuse both where they are missing)."""
+    needs = set()
+    if workarounds.saturating_int8_products(c.ops, c.backend):
+        needs.add("vnni")
+    if _bf16_ports(c):
+        needs.add("bf16")
+    return frozenset(needs)
 
 
 def _scalar_arithmetic(node: torch._C.Node) -> bool:

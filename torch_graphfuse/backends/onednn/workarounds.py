@@ -405,8 +405,12 @@ def int8_products_saturate(ops: list[BackendOp], backend: BackendGraph) -> bool:
     quantized to at most 128 (7-bit activations: PT2E's reduce_range) times s8 data
     cannot saturate, and is computed exactly."""
     isa = library.isa()
-    if isa is None or isa.vnni:
-        return False
+    return isa is not None and not isa.vnni and saturating_int8_products(ops, backend)
+
+
+def saturating_int8_products(ops: list[BackendOp], backend: BackendGraph) -> bool:
+    """Whether the ops multiply two int8 tensors whose pair sums may pass int16 (see
+    int8_products_saturate): exact with VNNI only, whatever CPU maps them."""
     made_by = {t: op for op in ops for t in op.outputs}
     for op in ops:
         if op.kind not in ("Convolution", "MatMul"):
