@@ -184,7 +184,7 @@ const MemoryBudget& memory_budget() {
       env_size("TORCH_GRAPHFUSE_SPECS_PER_GROUP", 8),
       env_size("TORCH_GRAPHFUSE_WEIGHT_CACHE_MB", 0) << 20,
       env_size("TORCH_GRAPHFUSE_POOL_MB", 256) << 20,
-      std::max<size_t>(1, env_size("TORCH_GRAPHFUSE_COMPILE_AT", 2)),
+      std::max<size_t>(1, env_size("TORCH_GRAPHFUSE_COMPILE_AT", 1)),
   };
   return budget;
 }

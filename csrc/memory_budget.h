@@ -6,7 +6,7 @@
 //                                    models, see weight_budget)
 //   TORCH_GRAPHFUSE_POOL_MB          idle output buffers kept for reuse (256)
 //   TORCH_GRAPHFUSE_COMPILE_AT       the call of an input spec other than the profiled
-//                                    one that compiles it; the calls before run unfused (2)
+//                                    one that compiles it; the calls before run unfused (1)
 #pragma once
 
 #include <cstddef>

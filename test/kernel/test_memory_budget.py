@@ -39,7 +39,7 @@ def test_default_budget_is_documented() -> None:
         capture_output=True, text=True, env=env, timeout=120, check=True)
     budget = json.loads(result.stdout.strip().splitlines()[-1])
     assert budget == {"specs_per_group": 8, "weight_cache_bytes": 0,
-                      "pool_idle_bytes": 256 * MB, "compile_at": 2}
+                      "pool_idle_bytes": 256 * MB, "compile_at": 1}
 
 
 _BATCH_CHURN = """

@@ -73,7 +73,7 @@ def test_each_exported_spec_runs_fused_from_its_first_call(tmp_path: Path) -> No
     model, _, _ = mlp()
     batches = [(torch.randn(b, 16),) for b in (4, 8, 32)]
     exported = torch_graphfuse.export(model, batches)
-    # Where other specs run unfused at first sight (the default, unlike this suite's).
+    # Where other specs run unfused at first sight (TORCH_GRAPHFUSE_COMPILE_AT=2).
     result = run_saved(tmp_path, {"mlp": (exported, [batches[1], batches[2]])},
                        env={"TORCH_GRAPHFUSE_COMPILE_AT": "2"})["mlp"]
     assert result["stats"]["fallbacks"] == 0, result["stats"]
