@@ -12,6 +12,12 @@ fusers compile) included. Per stream: the build, the whole stream's time, the st
 process's RSS before the stream and its peak, the error against eager on every 10th request,
 and torch_graphfuse's kernel_stats() after the stream.
 
+Processes of one kind drift apart by 20-40% in speed on a shared VM, so the whole streams'
+times are also measured with every peer in one process: each peer built as above, then each
+request handed to every peer in turn (the order rotating from request to request), so that
+the machine's drift reaches them alike. Speed claims come from that section; memory from the
+processes of their own.
+
 A second section shares one module (frozen TorchScript, torch_graphfuse) between N Python
 threads, each with one intra-op thread, calling it on one input (the zoo's BERT) for a fixed
 time: requests per second per number of callers, beside one caller with two intra-op threads.
@@ -229,6 +235,41 @@ def run_stream(name: str, key: str, small: bool, requests: int | None, seed: int
 
 
 @dataclasses.dataclass
+class InterleavedRun:
+    model: str
+    sizes: list[int]
+    ms: dict[str, list[float]]  # peer -> each request's latency, in the stream's order
+
+
+def run_interleaved(name: str, keys: Sequence[str], small: bool, requests: int | None,
+                    seed: int) -> InterleavedRun:
+    """Every peer fed one model's stream in this process, request by request: request i goes
+    to the peers in an order rotated by i, so none always runs first (after another peer's
+    call, on its freed memory) or last."""
+    stream = STREAMS[name]
+    model, example = zoo.build(name, small)
+    request = requests_for(stream, model, example)
+    draws = stream.draws(requests or stream.requests, seed)
+    peers = [PEERS_BY_KEY[key] for key in keys]
+    forwards = [build_peer(peer, model, example) for peer in peers]
+    ms: dict[str, list[float]] = {key: [] for key in keys}
+    with torch.no_grad():
+        for i, (size, input_seed) in enumerate(draws):
+            inputs = request(size, input_seed)
+            for j in range(len(peers)):
+                k = (i + j) % len(peers)
+                with fusers(peers[k].onednn, peers[k].graphfuse):
+                    start = time.perf_counter()
+                    try:
+                        forwards[k](*inputs)
+                    except Exception as error:
+                        raise RuntimeError(f"{peers[k].label}, request {i + 1} (size {size}): "
+                                           f"{failure(error)}") from error
+                    ms[keys[k]].append(ms_since(start))
+    return InterleavedRun(name, [size for size, _ in draws], ms)
+
+
+@dataclasses.dataclass
 class CallerRun:
     peer: str
     callers: int
@@ -309,14 +350,17 @@ def run_callers(callers: Sequence[int], seconds: float, small: bool) -> list[Cal
 
 
 def child(what: str, args: argparse.Namespace) -> None:
-    """A child's work (`stream <model> <peer> <json path>` or `callers <json path>`), its
-    result written to the path: the run, or why it failed."""
+    """A child's work (`stream <model> <peer> <json path>`, `interleaved <model> <json path>`
+    or `callers <json path>`), its result written to the path: the run, or why it failed."""
     kind, *rest = what.split(" ")
     path = Path(rest[-1])
     try:
         if kind == "stream":
             result: Any = dataclasses.asdict(run_stream(rest[0], rest[1], args.small,
                                                         args.requests, args.seed))
+        elif kind == "interleaved":
+            result = dataclasses.asdict(run_interleaved(
+                rest[0], comma_list(args.peers), args.small, args.requests, args.seed))
         else:
             result = [dataclasses.asdict(r) for r in run_callers(
                 [int(n) for n in comma_list(args.callers)], args.seconds, args.small)]
@@ -410,6 +454,55 @@ def stream_lines(results: Results, requests: int | None, seed: int) -> list[str]
     return lines + (["Failures:", "", *failed, ""] if failed else [])
 
 
+Interleaved = dict[str, InterleavedRun | str]  # model: the run, or why it failed
+
+
+def _steady(ms: Sequence[float]) -> float:
+    return statistics.mean(ms[-max(1, len(ms) // 3):])
+
+
+def interleaved_speedups(runs: Interleaved, key: str) -> dict[str, float]:
+    """Per model, the base peer's whole-stream time over the peer's, in one process."""
+    return {model: sum(run.ms[BASE]) / sum(run.ms[key]) for model, run in runs.items()
+            if isinstance(run, InterleavedRun) and BASE in run.ms and key in run.ms
+            and key != BASE}
+
+
+def interleaved_lines(runs: Interleaved) -> list[str]:
+    base = PEERS_BY_KEY[BASE].label
+    lines = ["## Request streams, the peers in one process", "",
+             "The same streams, every peer in one process of its own per model: request i "
+             "goes to each peer in turn, in an order rotated by i. Its times are the speed "
+             "comparison (processes of one kind differ by 20-40% on this VM); its memory is "
+             "the peers' together, so peak RSS comes from the section above. First 20 s: the "
+             f"first {WARM_AFTER} requests (the profiling runs and the fusers' compiles). "
+             f"vs {base}: its time over the peer's, in this process (above 1x: faster).", ""]
+    rows = []
+    for model, run in runs.items():
+        if isinstance(run, str):
+            rows.append([model, "all", failed_cell(run), *[""] * 7])
+            continue
+        for key, ms in run.ms.items():
+            base_ms = run.ms.get(BASE)
+            rows.append([
+                model, PEERS_BY_KEY[key].label, f"{sum(ms) / 1e3:.2f}",
+                ratio(sum(base_ms) / sum(ms) if base_ms else None),
+                f"{sum(ms[:WARM_AFTER]) / 1e3:.2f}", _ms(_steady(ms)),
+                ratio(_steady(base_ms) / _steady(ms) if base_ms else None),
+                _ms(percentile(ms, 50)),
+                _ms(percentile(ms[WARM_AFTER:], 99) if len(ms) > WARM_AFTER else None)])
+    lines += table(["model", "peer", "stream s", f"vs {base}", f"first {WARM_AFTER} s",
+                    "steady ms", f"vs {base}", "p50 ms", f"p99 after {WARM_AFTER} ms"], rows)
+    lines.append("")
+    for key in PEER_KEYS:
+        speedups = interleaved_speedups(runs, key)
+        if speedups:
+            lines.append(f"- {PEERS_BY_KEY[key].label}: geomean {ratio(geomean(speedups.values()))}"
+                         f" of {base}'s whole-stream time in one process ({len(speedups)} "
+                         "streams)")
+    return lines + [""]
+
+
 def caller_lines(runs: Sequence[CallerRun] | str, seconds: float) -> list[str]:
     lines = ["## Concurrent callers", "",
              f"One module of {CALLERS_MODEL} (the zoo's input) per peer, traced, frozen and "
@@ -433,11 +526,13 @@ def caller_lines(runs: Sequence[CallerRun] | str, seconds: float) -> list[str]:
                           f"vs {PEERS_BY_KEY[BASE].label}", "mean ms", "p99 ms"], rows) + [""]
 
 
-def report(results: Results, callers: Sequence[CallerRun] | str | None, requests: int | None,
-           seed: int, seconds: float, command: str) -> str:
+def report(results: Results, interleaved: Interleaved, callers: Sequence[CallerRun] | str | None,
+           requests: int | None, seed: int, seconds: float, command: str) -> str:
     lines = ["# Serving traffic: request sizes that change from call to call", "",
              f"Machine: {machine()}, torch {torch.__version__}  ", f"Date: {utc_now()}  ",
              f"Command: `{command}`", "", *stream_lines(results, requests, seed)]
+    if interleaved:
+        lines += interleaved_lines(interleaved)
     if callers is not None:
         lines += caller_lines(callers, seconds)
     return "\n".join(lines)
@@ -455,19 +550,17 @@ def _latencies(ax: Any, runs: Sequence[StreamRun], model: str) -> None:
     ax.legend(fontsize=6)
 
 
-def _stream_speedups(ax: Any, results: Results, models: Sequence[str],
+def _stream_speedups(ax: Any, interleaved: Interleaved, models: Sequence[str],
                      keys: Sequence[str]) -> None:
-    """Each peer's whole-stream speedup over the base peer, per model."""
+    """Each peer's whole-stream speedup over the base peer, per model, in one process."""
     plots.bars(ax, [(PEERS_BY_KEY[k].label, [
-        _vs_base(results, m, lambda r: r.stream_s, run) or 0.0
-        if isinstance(run := results.get((m, k)), StreamRun) else 0.0 for m in models])
-        for k in keys])
+        interleaved_speedups(interleaved, k).get(m, 0.0) for m in models]) for k in keys])
     plots.x_labels(ax, models, rotation=30, fontsize=8)
     ax.set_yscale("log")  # from compile-bound streams (0.01x) to eager's (10x)
     ticks = plots.pyplot().FuncFormatter(lambda value, _: f"{value:g}x")
     ax.yaxis.set_major_formatter(ticks)
     ax.yaxis.set_minor_formatter(ticks)
-    ax.set_ylabel(f"whole stream: speedup over {PEERS_BY_KEY[BASE].label}", fontsize=8)
+    ax.set_ylabel(f"whole stream, one process: over {PEERS_BY_KEY[BASE].label}", fontsize=8)
     ax.legend(fontsize=6)
 
 
@@ -485,18 +578,19 @@ def _caller_speedups(ax: Any, runs: Sequence[CallerRun]) -> None:
     ax.legend(fontsize=6)
 
 
-def plot(results: Results, callers: Sequence[CallerRun] | str | None, path: Path) -> None:
+def plot(results: Results, interleaved: Interleaved, callers: Sequence[CallerRun] | str | None,
+         path: Path) -> None:
     """Per model, each peer's latency over the stream; then each peer's whole-stream speedup
-    over TorchScript per model, and torch_graphfuse's throughput over TorchScript's per
-    number of callers (each where there is something to compare)."""
+    over TorchScript per model (the peers in one process), and torch_graphfuse's throughput
+    over TorchScript's per number of callers (each where there is something to compare)."""
     runs = [r for r in results.values() if isinstance(r, StreamRun)]
     models = list(dict.fromkeys(r.model for r in runs))
-    others = [k for k in PEER_KEYS if k != BASE and any(r.peer == k for r in runs)]
+    others = [k for k in PEER_KEYS if k != BASE and any(interleaved_speedups(interleaved, k))]
     panels: list[Callable[[Any], None]] = [
         functools.partial(_latencies, runs=runs, model=m) for m in models]
-    if others and any(r.peer == BASE for r in runs):
-        panels.append(functools.partial(_stream_speedups, results=results, models=models,
-                                        keys=others))
+    if others:
+        panels.append(functools.partial(_stream_speedups, interleaved=interleaved,
+                                        models=list(interleaved), keys=others))
     if isinstance(callers, list) and len({r.peer for r in callers}) > 1:
         panels.append(functools.partial(_caller_speedups, runs=callers))
     columns = min(3, len(panels))
@@ -542,13 +636,14 @@ def main(argv: Sequence[str]) -> None:
     command = command_line()
     args.out.mkdir(parents=True, exist_ok=True)
     results: Results = {}
+    interleaved: Interleaved = {}
     callers: list[CallerRun] | str | None = None
 
     def write() -> None:  # after every child, so that an interrupted run leaves its results
         (args.out / "RESULTS_traffic.md").write_text(report(
-            results, callers, args.requests, args.seed, args.seconds, command))
+            results, interleaved, callers, args.requests, args.seed, args.seconds, command))
         if any(isinstance(r, StreamRun) for r in results.values()):
-            plot(results, callers, args.out / "traffic.png")
+            plot(results, interleaved, callers, args.out / "traffic.png")
 
     for i, name in enumerate(names, 1):
         for key in keys:
@@ -559,6 +654,16 @@ def main(argv: Sequence[str]) -> None:
             progress(f"  failed: {run}" if isinstance(run, str) else
                      f"  build {run.build_s:.2f} s, stream {run.stream_s:.2f} s, steady "
                      f"{run.steady_ms:.1f} ms, peak RSS {run.peak_rss_mb:.0f} MB")
+            write()
+        if len(keys) > 1:
+            progress(f"[{i}/{len(names)}] {name} | the peers in one process")
+            data = in_child(f"interleaved {name}", argv, args.limit)
+            interleaved[name] = data if isinstance(data, str) else InterleavedRun(**data)
+            if isinstance(data, str):
+                progress(f"  failed: {data}")
+            else:
+                progress("  " + ", ".join(f"{PEERS_BY_KEY[k].label} {sum(ms) / 1e3:.2f} s"
+                                          for k, ms in interleaved[name].ms.items()))
             write()
     if comma_list(args.callers):
         progress(f"concurrent callers: {CALLERS_MODEL}")
