@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from . import _C, dynamo_backend
+from . import _C, config, dynamo_backend
 from .backends import registry
 from .backends.onednn import library as _onednn
 from .pipeline import run_pipeline
@@ -25,7 +25,7 @@ from .serving import export, runtime_library
 
 __all__ = ["enable", "disable", "is_enabled", "fuser", "kernel_stats", "reset_kernel_stats",
            "release_buffers", "memory_budget", "onednn_info", "last_report", "FusionReport",
-           "picture", "export", "runtime_library"]
+           "picture", "export", "runtime_library", "config"]
 
 
 def enable() -> None:
@@ -78,13 +78,11 @@ def release_buffers() -> int:
 
 
 def memory_budget() -> dict[str, int]:
-    """What torch_graphfuse may keep cached (README: "Memory"), as set by the
-    environment when the process started: compiled input specs per fusion group
-    (TORCH_GRAPHFUSE_SPECS_PER_GROUP), bytes of constant weights bound by cached
-    partitions (TORCH_GRAPHFUSE_WEIGHT_CACHE_MB; 0 when unset: three times the weights
-    the live groups take, at least 256 MB), bytes of idle output buffers kept for reuse
-    (TORCH_GRAPHFUSE_POOL_MB), and the call of a new input spec that compiles it
-    (TORCH_GRAPHFUSE_COMPILE_AT; the calls before run unfused)."""
+    """What torch_graphfuse may keep cached, as the C++ runtime read its settings when the
+    process started (config.SPECS_PER_GROUP, WEIGHT_CACHE_MB, POOL_MB, COMPILE_AT;
+    docs/memory.md): compiled specs per group, bytes of weights cached partitions may bind
+    (0: sized from the models), bytes of idle output buffers, and the call of a new spec
+    that compiles it."""
     return _C._memory_budget()
 
 

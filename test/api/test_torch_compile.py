@@ -94,16 +94,6 @@ def test_entry_point_resolves_before_import(tmp_path: Path) -> None:
     assert done.stdout.split() == ["False", "1"]
 
 
-def test_readme_example_runs() -> None:
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("Or through `torch.compile`", 1)[1].split("```python\n", 1)[1]
-    scope = {"model": mlp(), "x": torch.randn(3, 16)}
-    exec(block.split("```", 1)[0], scope)
-    with torch.no_grad():
-        assert_matches(scope["y"], scope["model"](scope["x"]), "fp32")
-    assert fusion_groups() >= 1
-
-
 @pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
 def test_inference_fuses_and_matches_eager(mode: type) -> None:
     model, x = conv_bn_relu(), torch.randn(2, 3, 10, 10)

@@ -1,6 +1,6 @@
 """Memory stays within the documented budget however many input shapes a model
 sees: compiled specs per group, the constant weights they bind, and idle pooled
-output buffers (README: "Memory")."""
+output buffers (docs/memory.md)."""
 
 from __future__ import annotations
 

@@ -39,7 +39,6 @@ asked for until a GPU run has passed its tests (test_cudnn_gpu_native.py).
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -47,7 +46,7 @@ from typing import Any
 
 import torch
 
-from ... import _C, log
+from ... import _C, config, log
 from . import ir, special_values
 from .frontend import load_cudnn
 from .ir import TORCH_DTYPES
@@ -64,7 +63,7 @@ ExecutorFactory = Callable[[str], Executor]
 # cuDNN's tensor descriptors promise 16-byte aligned pointers to its kernels.
 ALIGNMENT = 16
 
-NATIVE_ENV = "TORCH_GRAPHFUSE_CUDNN_NATIVE"
+NATIVE_ENV = config.CUDNN_NATIVE.env
 
 
 class InputMismatch(ValueError):
@@ -322,7 +321,7 @@ def native_available() -> bool:
 def native_enabled() -> bool:
     """Whether groups made now run their settled plan from C++:
     TORCH_GRAPHFUSE_CUDNN_NATIVE=1 and native_available()."""
-    return os.environ.get(NATIVE_ENV, "0") == "1" and native_available()
+    return config.value(config.CUDNN_NATIVE) == "1" and native_available()
 
 
 # -- the factory the kernel calls ----------------------------------------------------------

@@ -27,16 +27,14 @@ TORCH_GRAPHFUSE_FLUSH_DENORMALS=0 keeps IEEE gradual underflow everywhere.
 
 from __future__ import annotations
 
-import os
-
 import torch
 
-from ... import log
+from ... import config, log
 from ...group_schema import ATTR, ONEDNN, SOFTMAX_FLUSHED, backend, is_group, subgraph
 from ...passes import shape_arguments
 
 NAME = log.module_name(__file__)
-ENV = "TORCH_GRAPHFUSE_FLUSH_DENORMALS"
+ENV = config.FLUSH_DENORMALS.env
 
 _SOFTMAX = {"aten::softmax", "aten::_softmax"}
 _MATMUL = {"aten::matmul", "aten::bmm"}
@@ -54,7 +52,7 @@ _BOUNDED = _SOFTMAX | _MATMUL | _MOVES | {"aten::add", "aten::sub", "aten::mul",
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "1") != "0"
+    return config.value(config.FLUSH_DENORMALS) != "0"
 
 
 def _floating(value: torch._C.Value) -> bool:

@@ -22,18 +22,17 @@ the same groups on every machine, as the tests pin each side.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import torch
 
-from ... import _C, log
+from ... import _C, config, log
 from .graph_desc import BackendGraph, BackendOp
 
 NAME = log.module_name(__file__)
-ENV = "TORCH_GRAPHFUSE_SPEED_TRIALS"
+ENV = config.SPEED_TRIALS.env
 # oneDNN's time must be below this fraction of ATen's: the trial's noise on a quiet machine.
 MARGIN = 0.97
 ROUNDS = 3
@@ -64,7 +63,7 @@ _TRIALS: dict[tuple, Trial] = {}
 
 def mode() -> str:
     """'measure' (the default), 'fuse' or 'aten'."""
-    chosen = os.environ.get(ENV, "measure")
+    chosen = config.value(config.SPEED_TRIALS)
     if chosen not in ("measure", "fuse", "aten"):
         raise ValueError(f"{ENV}={chosen!r}: expected measure, fuse or aten")
     return chosen

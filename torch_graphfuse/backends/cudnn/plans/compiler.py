@@ -9,10 +9,9 @@ before are deselected first.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from .... import log
+from .... import config, log
 from .. import builder, device_specs, ir
 from ..frontend import load_cudnn
 from ..ir import TORCH_DTYPES
@@ -20,13 +19,13 @@ from .cache import Compiled
 from .key import deselected_notes
 from .store import NAME, StoredPlan
 
-AUTOTUNE_ENV = "TORCH_GRAPHFUSE_CUDNN_AUTOTUNE"
+AUTOTUNE_ENV = config.CUDNN_AUTOTUNE.env
 AUTOTUNE_TOP_K = 8
 AUTOTUNE_RUNS = 5
 
 
 def autotune_enabled() -> bool:
-    return os.environ.get(AUTOTUNE_ENV, "0") not in ("", "0")
+    return config.value(config.CUDNN_AUTOTUNE) != "0"
 
 
 class CudnnCompiler:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .... import log
+from .... import config, log
 from .key import PlanKey
 
 # One log name for the package's modules.
@@ -28,13 +28,13 @@ NAME = log.module_name(str(Path(__file__).parent))
 FORMAT_VERSION = 2
 MAGIC = b"TGFPLAN\0"
 _HEADER_LEN = struct.Struct("<I")
-CACHE_DIR_ENV = "TORCH_GRAPHFUSE_CACHE_DIR"
+CACHE_DIR_ENV = config.CACHE_DIR.env
 
 
 def cache_dir() -> Path:
     """Where plans are kept on disk: $TORCH_GRAPHFUSE_CACHE_DIR, else the user's
     cache folder ($XDG_CACHE_HOME or ~/.cache) / torch_graphfuse / cudnn."""
-    chosen = os.environ.get(CACHE_DIR_ENV)
+    chosen = config.value(config.CACHE_DIR)
     if chosen:
         return Path(chosen).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
