@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up (see setup.sh), then redraw the README's picture of what torch_graphfuse fused in
+# Set up (see setup.sh), then redraw docs/observing.md's picture of what torch_graphfuse fused in
 # the demo's ResNet-50: docs/fusion_resnet50.svg. Graphviz is installed with apt-get where
 # `dot` is missing and this runs as root; otherwise the picture falls back to its text form
 # (docs/fusion_resnet50.txt).

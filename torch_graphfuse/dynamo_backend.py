@@ -294,7 +294,7 @@ def _runs_to_optimize() -> int:
 
 
 def _run(module: torch.jit.ScriptModule, inputs: Sequence[Tensor]) -> Any:
-    """Call with fusion on and TorchScript's own autocast off, as the README's TorchScript
+    """Call with fusion on and TorchScript's own autocast off, as docs/bf16.md's TorchScript
     path runs, restoring both (other TorchScript modules in the process keep theirs)."""
     fusing = _C._is_enabled()
     jit_autocast = torch._C._jit_set_autocast_mode(False)

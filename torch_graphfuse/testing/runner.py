@@ -19,7 +19,7 @@ PROFILING_RUNS = 2
 
 @contextlib.contextmanager
 def precision(dtype: str) -> Iterator[None]:
-    """fp32, or eager bf16 autocast with TorchScript's own autocast off (as the README says)."""
+    """fp32, or eager bf16 autocast with TorchScript's own autocast off (as docs/bf16.md says)."""
     if dtype == "fp32":
         yield
         return

@@ -1,7 +1,7 @@
 """The op kinds a case can hold, and how one op renders as Python.
 
 `KINDS` maps each kind to its expression template, the aten ops it traces to
-(the README's coverage), whether it is bit-exact and whether it is in place.
+(the supported-ops page's coverage), whether it is bit-exact and whether it is in place.
 Kept apart from the generator so that the renderer, the evaluator and the
 comparison share one table.
 """
@@ -20,7 +20,7 @@ from torch_graphfuse.testing.fuzz.spec import Op
 @dataclass(frozen=True)
 class Kind:
     render: Callable[[Op, list[str], str], str]  # (op, arg names, layer name) -> expression
-    aten: tuple[str, ...]  # the aten ops it traces to (README coverage)
+    aten: tuple[str, ...]  # the aten ops it traces to (docs/supported_ops.md coverage)
     exact: bool = False  # bit-exact in any correct implementation, given exact inputs
     inplace: bool = False
 
