@@ -2,7 +2,7 @@
 # Set up torch_graphfuse from a fresh clone, idempotently:
 #
 #   scripts/setup.sh             # what the plugin and the demo need
-#   scripts/setup.sh cuda zoo    # and optional extras (scripts/test.sh asks for both)
+#   scripts/setup.sh cuda zoo docs  # and optional extras (scripts/test.sh asks for all three)
 #
 # Always: a virtual environment in .venv, torch 2.13.0 (CPU; its own oneDNN is the one the
 # plugin uses) with requirements.txt, and the C++ extension built with CMake + Ninja into
@@ -11,14 +11,15 @@
 #   need no GPU. The CPU path never imports them.
 # - zoo: transformers, timm and torchvision (requirements-zoo.txt), --no-deps beside the CPU
 #   torch, for the model zoo's tests and benchmark.
+# - docs: mkdocs and its material theme (requirements-docs.txt), to build the docs site.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras=()
 for extra in "$@"; do
   case "$extra" in
-    cuda | zoo) extras+=("$extra") ;;
-    *) echo "usage: scripts/setup.sh [cuda] [zoo]" >&2; exit 2 ;;
+    cuda | zoo | docs) extras+=("$extra") ;;
+    *) echo "usage: scripts/setup.sh [cuda] [zoo] [docs]" >&2; exit 2 ;;
   esac
 done
 
@@ -55,6 +56,7 @@ for extra in "${extras[@]}"; do
   case "$extra" in
     cuda) install cuda requirements-cuda.txt ;;
     zoo) install zoo requirements-zoo.txt --no-deps ;;
+    docs) install docs requirements-docs.txt ;;
   esac
 done
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up (see setup.sh), then run the linter and the whole test suite on this CPU. With no
+# Set up (see setup.sh), then run the linter and the whole test suite on this CPU (the docs
+# site's strict build and the docs' examples are tests too). With no
 # arguments, the whole suite runs again with oneDNN and ATen limited to their AVX2 kernels
 # (no AVX-512, VNNI or bf16: an AMD Zen 2/3 or an Intel client CPU), where the bf16 tests
 # compare with eager and skip what they pin of a bf16 CPU's groups, and the int8 slice
@@ -9,7 +10,7 @@
 # Arguments go to pytest, and only the main run happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh cuda zoo
+scripts/setup.sh cuda zoo docs
 . .venv/bin/activate
 ruff check .
 python -m pytest test -q "$@"

@@ -4,7 +4,10 @@ lists every op the mapping table takes, and nothing else."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +26,13 @@ PAGES = [README, *sorted(DOCS.glob("*.md"))]
 
 def python_blocks(page: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+
+
+def runnable_blocks(page: Path) -> list[str]:
+    """The page's Python blocks but those after `<!-- not run: why -->`."""
+    return [block for why, block in re.findall(
+        r"(?:<!-- not run: (.+?) -->\n)?```python\n(.*?)```", page.read_text(), re.S)
+        if not why]
 
 
 def _documented_ops() -> set[str]:
@@ -52,39 +62,70 @@ def test_every_relative_link_resolves(page: Path) -> None:
             assert (page.parent / target).exists(), f"{page.name} links {target}"
 
 
+@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
+                    reason="mkdocs is not installed (scripts/setup.sh docs installs it)")
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                           str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_readme_is_a_few_screens() -> None:
     assert len(README.read_text().splitlines()) < 200
+
+
+NOT_RUN = re.compile(r"<!-- not run: (.+?) -->\n```python\n")
 
 
 def _mlp() -> nn.Module:
     return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8), nn.Tanh()).eval()
 
 
-@pytest.mark.parametrize("index", range(len(python_blocks(README))))
-def test_readme_examples_run_fused(index: int, tmp_path: Path,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)  # the export example saves a file
-    model = _mlp()
-    scope = {"model": model, "example": torch.randn(3, 16), "x": torch.randn(5, 16),
-             "x1": torch.randn(1, 16), "x8": torch.randn(8, 16)}
+def _convnet() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(8, 4)).eval()
+
+
+def _scope(page: str) -> dict[str, object]:
+    """What a page's examples take as given: a model, its example input, a new input `x`."""
+    if page == "int8.md":
+        return {"torch": torch, "model": _convnet(), "example": torch.randn(2, 3, 12, 12),
+                "x": torch.randn(2, 3, 12, 12),
+                "calibration": [torch.randn(2, 3, 12, 12) for _ in range(2)]}
+    if page == "serving.md":
+        return {"model": _convnet()}
+    return {"torch": torch, "model": _mlp(), "example": torch.randn(3, 16),
+            "x": torch.randn(5, 16), "x1": torch.randn(1, 16), "x8": torch.randn(8, 16)}
+
+
+EXAMPLES = [(page, i, block) for page in PAGES for i, block in enumerate(runnable_blocks(page))]
+
+
+def test_every_example_not_run_says_why() -> None:
+    for page in PAGES:
+        text = page.read_text()
+        assert text.count("```python\n") == len(python_blocks(page)), page.name
+        for why in NOT_RUN.findall(text):
+            assert why.strip(), page.name
+
+
+@pytest.mark.parametrize(("page", "index", "block"), EXAMPLES,
+                         ids=[f"{p.name}-{i}" for p, i, _ in EXAMPLES])
+def test_docs_examples_run_fused(page: Path, index: int, block: str, tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # examples that save a file
+    scope = _scope(page.name)
+    model = scope.get("model")
     torch_graphfuse.reset_kernel_stats()
-    with torch_graphfuse.fuser(torch_graphfuse.is_enabled()):  # restored after the example
-        exec(python_blocks(README)[index], scope)
-    assert torch_graphfuse.kernel_stats()["fused_runs"] > 0
-    if "y" in scope:
-        with torch.no_grad():
-            assert_matches(scope["y"], model(scope["x"]), "fp32")
-
-
-def test_bf16_page_example_runs() -> None:
-    model = _mlp()
-    scope = {"model": model, "example": torch.randn(3, 16), "x": torch.randn(5, 16),
-             "torch": torch}
-    previous = torch._C._jit_set_autocast_mode(False)  # the example turns it off too
+    previous = torch._C._jit_set_autocast_mode(True)  # bf16's example turns it off
     try:
-        with torch_graphfuse.fuser():
-            exec(python_blocks(DOCS / "bf16.md")[0], scope)
+        with torch_graphfuse.fuser():  # as the user guide turns it on; restored afterwards
+            exec(block, scope)
     finally:
         torch._C._jit_set_autocast_mode(previous)
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        assert_matches(scope["y"], model(scope["x"]), "bf16")
+    assert torch_graphfuse.kernel_stats()["fused_runs"] > 0
+    if "y" in scope and isinstance(model, nn.Module) and page.name != "int8.md":
+        bf16 = page.name == "bf16.md"
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            assert_matches(scope["y"], model(scope["x"]), "bf16" if bf16 else "fp32")

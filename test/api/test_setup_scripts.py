@@ -21,15 +21,15 @@ def test_the_demo_installs_no_extra() -> None:
     assert _setup_call("demo.sh") == []
 
 
-def test_the_tests_install_the_cuda_and_zoo_extras() -> None:
-    assert sorted(_setup_call("test.sh")) == ["cuda", "zoo"]
+def test_the_tests_install_the_cuda_zoo_and_docs_extras() -> None:
+    assert sorted(_setup_call("test.sh")) == ["cuda", "docs", "zoo"]
 
 
 def test_setup_refuses_an_unknown_extra_before_doing_anything(tmp_path: Path) -> None:
     done = subprocess.run(["bash", str(SCRIPTS / "setup.sh"), "gpu"], capture_output=True,
                           text=True, cwd=tmp_path, timeout=60)
     assert done.returncode == 2
-    assert done.stderr.strip() == "usage: scripts/setup.sh [cuda] [zoo]"
+    assert done.stderr.strip() == "usage: scripts/setup.sh [cuda] [zoo] [docs]"
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in SCRIPTS.glob("*.sh")))
