@@ -8,6 +8,7 @@
 #include <malloc.h>
 #include <sys/mman.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <algorithm>
 #include <deque>
@@ -19,12 +20,16 @@ namespace graphfuse {
 
 namespace {
 
-size_t env_size(const char* name, size_t fallback) {
+// A setting of torch_graphfuse/config.py: `fallback` where unset or empty, an error naming
+// the values it takes where it is set to another (a typo must not pass for the default).
+size_t env_size(const char* name, size_t fallback, size_t least) {
   const char* text = std::getenv(name);
   if (!text || !*text) return fallback;
   char* end = nullptr;
   auto value = std::strtoull(text, &end, 10);
-  return *end == '\0' ? static_cast<size_t>(value) : fallback;
+  TORCH_CHECK(*end == '\0' && std::isdigit(static_cast<unsigned char>(*text)) && value >= least,
+              name, "='", text, "': expected an integer from ", least, " on");
+  return static_cast<size_t>(value);
 }
 
 // Each block starts with a header holding its size class, so the deleter (a
@@ -181,10 +186,10 @@ void BufferPool::give_back(void* block) { pool().put(block); }
 
 const MemoryBudget& memory_budget() {
   static const MemoryBudget budget{
-      env_size("TORCH_GRAPHFUSE_SPECS_PER_GROUP", 8),
-      env_size("TORCH_GRAPHFUSE_WEIGHT_CACHE_MB", 0) << 20,
-      env_size("TORCH_GRAPHFUSE_POOL_MB", 256) << 20,
-      std::max<size_t>(1, env_size("TORCH_GRAPHFUSE_COMPILE_AT", 1)),
+      env_size("TORCH_GRAPHFUSE_SPECS_PER_GROUP", 8, 1),
+      env_size("TORCH_GRAPHFUSE_WEIGHT_CACHE_MB", 0, 0) << 20,
+      env_size("TORCH_GRAPHFUSE_POOL_MB", 256, 0) << 20,
+      env_size("TORCH_GRAPHFUSE_COMPILE_AT", 1, 1),
   };
   return budget;
 }

@@ -1,12 +1,6 @@
-// What torch_graphfuse may keep cached, read once from the environment:
-//   TORCH_GRAPHFUSE_SPECS_PER_GROUP  compiled input specs kept per fusion group, and the
-//                                    sizes a size-constant group keeps values of (8)
-//   TORCH_GRAPHFUSE_WEIGHT_CACHE_MB  constant weights bound by cached compiled
-//                                    partitions, all groups together (unset: from the
-//                                    models, see weight_budget)
-//   TORCH_GRAPHFUSE_POOL_MB          idle output buffers kept for reuse (256)
-//   TORCH_GRAPHFUSE_COMPILE_AT       the call of an input spec other than the profiled
-//                                    one that compiles it; the calls before run unfused (1)
+// What torch_graphfuse may keep cached, from the settings TORCH_GRAPHFUSE_SPECS_PER_GROUP,
+// _WEIGHT_CACHE_MB, _POOL_MB and _COMPILE_AT, read once per process. torch_graphfuse/config.py
+// says what each means and holds their defaults; a test checks that these are the same.
 #pragma once
 
 #include <cstddef>

@@ -104,6 +104,7 @@ def _group_executor(backend: str, desc: str) -> Callable[[list[torch.Tensor]], l
     return registry.by_name(backend).executor(desc)
 
 
+config.check_environment()
 _onednn.warn_if_unavailable()
 _C._set_pipeline(run_pipeline)
 _C._set_group_executor_factory(_group_executor)

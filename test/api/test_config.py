@@ -1,6 +1,6 @@
 """torch_graphfuse.config is the one list of settings: the sources read no other
-TORCH_GRAPHFUSE_ variable, docs/configuration.md lists the same ones with the same defaults,
-and settings() gives what the C++ runtime read."""
+TORCH_GRAPHFUSE_ variable, docs/configuration.md is the page it makes, settings() gives what
+the C++ runtime read, and a value a setting does not take fails the import."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from torch_graphfuse import config
 
@@ -24,10 +26,8 @@ def test_the_sources_read_no_setting_the_table_lacks() -> None:
     assert read == {s.env for s in config.SETTINGS}
 
 
-def test_the_configuration_page_lists_every_setting_with_its_default() -> None:
-    page = (ROOT / "docs" / "configuration.md").read_text()
-    rows = re.findall(r"^\| `(TORCH_GRAPHFUSE_\w+)` \| (?:`([^`]*)`|unset) \|", page, re.M)
-    assert rows == [(s.env, s.default) for s in config.SETTINGS]
+def test_the_configuration_page_is_the_one_the_table_makes() -> None:
+    assert (ROOT / "docs" / "configuration.md").read_text() == config.page()
 
 
 def _settings_in_a_process(**env: str) -> dict[str, str]:
@@ -48,3 +48,18 @@ def test_settings_give_what_the_environment_set() -> None:
              config.SPEED_TRIALS.env: "fuse"}
     found = _settings_in_a_process(**given)
     assert {k: found[k] for k in given} == given
+
+
+@pytest.mark.parametrize(("setting", "raw", "allowed"), [
+    (config.COMPILE_AT, "0", "an integer from 1 on"),
+    (config.POOL_MB, "lots", "an integer from 0 on"),
+    (config.SPEED_TRIALS, "fast", "one of measure, fuse, aten"),
+    (config.FLUSH_DENORMALS, "yes", "one of 0, 1"),
+])
+def test_a_value_a_setting_does_not_take_fails_the_import_naming_what_it_takes(
+        setting: config.Setting, raw: str, allowed: str) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_GRAPHFUSE_")}
+    done = subprocess.run([sys.executable, "-c", "import torch_graphfuse"], capture_output=True,
+                          text=True, env={**clean, setting.env: raw}, timeout=120)
+    assert done.returncode != 0
+    assert f"{setting.env}={raw!r}: expected {allowed}" in done.stderr
