@@ -142,6 +142,20 @@ def test_int8_products_fused_with_vnni_run_their_fallback_code_on_a_cpu_without_
     assert "cannot run fused here" not in result["stderr"]
 
 
+def test_a_setting_the_runtime_does_not_take_is_a_clear_error(programs: Path,
+                                                             tmp_path: Path) -> None:
+    model, inputs, _ = MODELS["mlp"]()
+    exported = torch_graphfuse.export(model, inputs)
+    torch.jit.save(exported, str(tmp_path / "model.pt"))
+    torch.save([list(inputs)], str(tmp_path / "calls.pt"))
+    done = subprocess.run([str(programs / "check_saved"), str(tmp_path / "model.pt"),
+                           str(tmp_path / "calls.pt"), str(tmp_path / "out.pt")],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TORCH_GRAPHFUSE_POOL_MB": "lots"})
+    assert done.returncode != 0
+    assert "TORCH_GRAPHFUSE_POOL_MB='lots': expected an integer from 0 on" in done.stderr
+
+
 def test_a_file_that_does_not_load_is_an_error_not_a_crash(programs: Path,
                                                            tmp_path: Path) -> None:
     model, inputs, _ = MODELS["mlp"]()
