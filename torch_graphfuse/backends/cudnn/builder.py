@@ -17,7 +17,6 @@ attribute keywords.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -79,11 +78,6 @@ def build(graph: ir.Graph, handle: Any = None, device: str | None = None) -> Bui
             tensors[tid] = _describe_output(cudnn, made[port], by_id[tid])
     log.debug(NAME, lambda: f"frontend graph:\n{fe}")
     return Built(fe, tensors)
-
-
-def graph_json(graph: ir.Graph) -> dict[str, Any]:
-    """The frontend's own JSON printout of `graph` (for the log); needs no device."""
-    return json.loads(str(build(graph).graph))
 
 
 # -- one builder per IR node op -------------------------------------------------------

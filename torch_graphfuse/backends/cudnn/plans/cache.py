@@ -150,7 +150,3 @@ class PlanCache:
         if payload is not None and self.store is not None:
             self.store.save(key, payload, compiled.meta())
         return compiled
-
-    def clear_memory(self) -> None:
-        with self._lock:
-            self._memory.clear()
