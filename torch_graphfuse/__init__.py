@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from . import _C, config, dynamo_backend
+from . import _C, config, dynamo_backend, pipeline
 from .backends import registry
 from .backends.onednn import library as _onednn
 from .pipeline import run_pipeline
@@ -105,6 +105,7 @@ def _group_executor(backend: str, desc: str) -> Callable[[list[torch.Tensor]], l
 
 
 config.check_environment()
+pipeline.disabled_passes()  # fails the import on a name of no pass
 _onednn.warn_if_unavailable()
 _C._set_pipeline(run_pipeline)
 _C._set_group_executor_factory(_group_executor)

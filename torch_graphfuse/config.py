@@ -21,13 +21,14 @@ class Setting:
     default: str  # its value when unset ("": none)
     read: str  # who reads it, and when
     what: str
-    # The values it takes: a tuple of words, or COUNT (an integer from `least` on), or PATH.
+    # The values it takes: a tuple of words, COUNT (an integer from `least` on), PATH, or
+    # NAMES (comma-separated; their reader checks them).
     values: tuple[str, ...] | str = ("0", "1")
     least: int = 0
 
     def check(self, raw: str) -> str:
         """`raw` if the setting takes it, else a ValueError naming what it takes."""
-        if self.values == PATH:
+        if self.values in (PATH, NAMES):
             return raw
         if self.values == COUNT:
             if raw.isdigit() and int(raw) >= self.least:
@@ -40,7 +41,7 @@ class Setting:
         raise ValueError(f"{self.env}={raw!r}: expected {allowed}")
 
 
-COUNT, PATH = "count", "path"
+COUNT, PATH, NAMES = "count", "path", "names"
 
 
 _RUNTIME = "the C++ runtime, once per process"
@@ -75,6 +76,10 @@ FLUSH_DENORMALS = Setting(
     "TORCH_GRAPHFUSE_FLUSH_DENORMALS", "1", _PIPELINE,
     "0: no group runs with denormals flushed to zero (attention's products, where flushing "
     "changes nothing eager returns)")
+DISABLE_PASSES = Setting(
+    "TORCH_GRAPHFUSE_DISABLE_PASSES", "", _PIPELINE, values=NAMES,
+    what="comma-separated names of passes the pipeline skips (torch_graphfuse.pipeline.PASSES; "
+    "not the guards): to find the pass behind a wrong answer")
 CUDNN_NATIVE = Setting(
     "TORCH_GRAPHFUSE_CUDNN_NATIVE", "0", "the cuDNN backend, as it makes each group",
     "1: cuDNN groups run their settled plan from the C++ executor, where the extension has it")
@@ -87,7 +92,7 @@ CACHE_DIR = Setting(
     "/torch_graphfuse/cudnn")
 
 SETTINGS = (SPECS_PER_GROUP, WEIGHT_CACHE_MB, POOL_MB, COMPILE_AT, STRICT_LOAD, SPEED_TRIALS,
-            FLUSH_DENORMALS, CUDNN_NATIVE, CUDNN_AUTOTUNE, CACHE_DIR)
+            FLUSH_DENORMALS, DISABLE_PASSES, CUDNN_NATIVE, CUDNN_AUTOTUNE, CACHE_DIR)
 
 
 def value(setting: Setting) -> str:
@@ -117,6 +122,8 @@ def settings() -> dict[str, str]:
 def _values_text(setting: Setting) -> str:
     if setting.values == PATH:
         return "a path"
+    if setting.values == NAMES:
+        return "names, comma-separated"
     if setting.values == COUNT:
         return f"an integer, at least {setting.least}"
     return ", ".join(f"`{v}`" for v in setting.values)
