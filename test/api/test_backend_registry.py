@@ -9,7 +9,8 @@ from fusion_check import eager, fuse, run
 
 import torch_graphfuse
 from torch_graphfuse.backends import registry
-from torch_graphfuse.backends.base import BlockPartitioner, Executor, GraphFacts, Partition
+from torch_graphfuse.backends.base import BlockPartitioner, Executor, GraphFacts
+from torch_graphfuse.fusion.partition import Partition
 
 
 class CumsumBackend:

@@ -8,9 +8,9 @@ import torch
 from pattern_ir import Pattern, graph
 from patterns import PATTERNS
 
-from torch_graphfuse.backends.base import Partition
 from torch_graphfuse.backends.cudnn import ir
 from torch_graphfuse.backends.cudnn.partition import find_partitions
+from torch_graphfuse.fusion.partition import Partition
 from torch_graphfuse.passes import finiteness
 from torch_graphfuse.report import FusionReport
 

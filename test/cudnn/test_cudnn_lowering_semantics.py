@@ -15,8 +15,8 @@ from lowered_patterns import partitions
 from pattern_ir import Pattern, cpu_graph, example_inputs, graph
 from patterns import PATTERNS
 
-from torch_graphfuse.backends.base import Partition
 from torch_graphfuse.backends.cudnn import interpreter, ir
+from torch_graphfuse.fusion.partition import Partition
 
 # Relative to the result's largest magnitude: a 16-bit group rounds its
 # intermediates where eager rounds each op's result, a few ulps apart.

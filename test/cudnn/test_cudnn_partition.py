@@ -9,7 +9,6 @@ import torch
 from pattern_ir import CONV, Pattern, cpu_graph, graph
 from patterns import PATTERNS
 
-from torch_graphfuse.backends.base import Partition
 from torch_graphfuse.backends.cudnn import ir
 from torch_graphfuse.backends.cudnn.group_rules import (
     NCHW_EPILOGUE,
@@ -23,6 +22,7 @@ from torch_graphfuse.backends.cudnn.partition import (
     POINTWISE_ONLY,
     find_partitions,
 )
+from torch_graphfuse.fusion.partition import Partition
 from torch_graphfuse.fusion.rewrite import group_kinds, rewrite
 from torch_graphfuse.group_schema import KIND
 from torch_graphfuse.passes import finiteness

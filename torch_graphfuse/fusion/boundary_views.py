@@ -32,10 +32,10 @@ import torch
 
 from .. import log
 from ..aten_ops import CONTIGUOUS_FORMAT
-from ..backends.base import Partition
 from ..passes import shape_arguments
 from ..passes.graph_utils import WrittenMemory
 from . import rewrite
+from .partition import Partition
 
 NAME = log.module_name(__file__)
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 import torch
 
 from .. import log
-from ..backends.base import Partition, describe
 from ..group_schema import ATTR, KIND, ONEDNN, subgraph
 from ..passes.finiteness import Facts
 from ..passes.graph_utils import written_values
 from ..report import FusionReport
+from .partition import Partition, describe
 
 NAME = log.module_name(__file__)
 # Nodes that must keep their place relative to others.

@@ -25,9 +25,9 @@ import torch
 
 from ... import log
 from ...fusion import rewrite
+from ...fusion.partition import Partition, describe
 from ...fusion.rewrite import graph_of
 from ...passes.graph_utils import WrittenMemory, written_values
-from ..base import Partition, describe
 from . import BACKEND, OFFERED_BY
 
 NAME = log.module_name(__file__)

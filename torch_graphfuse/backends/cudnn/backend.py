@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from ...fusion.partition import Partition
 from ...group_schema import ATTR
-from ..base import BlockPartitioner, Executor, GraphFacts, Partition
+from ..base import BlockPartitioner, Executor, GraphFacts
 from . import BACKEND, OFFERED_BY, partition
 from .op_table import TABLE
 

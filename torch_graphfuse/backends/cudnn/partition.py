@@ -40,9 +40,9 @@ import functools
 import torch
 
 from ... import log
+from ...fusion.partition import Partition, describe
 from ...passes.finiteness import Facts
 from ...report import FusionReport
-from ..base import Partition, describe
 from . import BACKEND, OFFERED_BY
 from .group_rules import lower
 from .ir import IR_DTYPES

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from ... import log
-from ..base import BlockPartitioner, Executor, GraphFacts, Partition
+from ...fusion.partition import Partition
+from ..base import BlockPartitioner, Executor, GraphFacts
 from . import (
     BACKEND,
     OFFERED_BY,

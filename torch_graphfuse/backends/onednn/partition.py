@@ -22,8 +22,8 @@ import torch
 
 from ... import _C, log
 from ...fusion import boundary_views
+from ...fusion.partition import Partition, describe
 from ...report import FusionReport
-from ..base import Partition, describe
 from . import BACKEND, OFFERED_BY
 from .graph_desc import BackendGraph, BackendOp
 from .op_mapping import MappedBlock
