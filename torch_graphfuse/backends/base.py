@@ -21,6 +21,11 @@ from ..passes.finiteness import Facts
 from ..report import FusionReport
 
 
+class Unsupported(Exception):
+    """An op or region a backend's lowering cannot take as it is; the message says why (the
+    fusion report shows it)."""
+
+
 @dataclass(frozen=True)
 class GraphFacts:
     """What the shared analyses found in the whole graph, for every backend's partitioner."""

@@ -8,13 +8,13 @@ from ...fusion.partition import Partition
 from ...group_schema import ATTR
 from ..base import BlockPartitioner, Executor, GraphFacts
 from . import BACKEND, OFFERED_BY, partition
-from .op_table import TABLE
+from .op_table import LOWERINGS
 
 
 class CudnnBackend:
     name = BACKEND
     offered_by = OFFERED_BY
-    op_table = TABLE
+    op_table = LOWERINGS
 
     def __init__(self, device_type: str = "cuda") -> None:
         self.device_type = device_type

@@ -31,7 +31,7 @@ import torch
 from . import ir
 from .ir import IR_DTYPES
 from .lowering import Draft, Frame, Lowering, Unfinished, Unsupported, jit_layout
-from .op_table import TABLE, OpClass
+from .op_table import LOWERINGS, OpClass
 
 # The IR op of an anchor, by its rank in the table.
 _ANCHOR_OPS = {4: "conv_fprop", 3: "matmul"}
@@ -52,14 +52,14 @@ NOT_CHANNELS_LAST = ("a tensor that is not channels_last in a channels_last conv
 
 
 def anchor_of(nodes: list[torch._C.Node]) -> torch._C.Node:
-    anchors = [n for n in nodes if TABLE[n.kind()].op_class is OpClass.ANCHOR]
+    anchors = [n for n in nodes if LOWERINGS[n.kind()].op_class is OpClass.ANCHOR]
     if len(anchors) != 1:
         raise Unsupported(f"a group needs one convolution or matmul, not {len(anchors)}")
     return anchors[0]
 
 
 def _frame(anchor: torch._C.Node) -> Frame:
-    rank = TABLE[anchor.kind()].rank
+    rank = LOWERINGS[anchor.kind()].rank
     _, sizes, strides = jit_layout(anchor.output(), f"the result of {anchor.kind()}")
     if len(sizes) > rank:
         raise Unsupported(f"a rank-{len(sizes)} result of {anchor.kind()}")
@@ -205,7 +205,7 @@ def lower(nodes: list[torch._C.Node], inputs: list[torch._C.Value],
     chain_x = frame.view(*jit_layout(x_value, "the anchor's data input")[1:])[0]
     chain_y = frame.view(*jit_layout(anchor.output(), "the anchor's result")[1:])[0]
     for position, node in enumerate(nodes):
-        entry = TABLE[node.kind()]
+        entry = LOWERINGS[node.kind()]
         before = len(b.nodes)
         entry.lower(Lowering(b, node))
         if position < split:

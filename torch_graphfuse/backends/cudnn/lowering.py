@@ -25,12 +25,9 @@ from typing import Any
 import torch
 
 from ...passes.graph_utils import constant_number
+from ..base import Unsupported
 from . import ir
 from .ir import IR_DTYPES, TORCH_DTYPES
-
-
-class Unsupported(Exception):
-    """The node (or group) cannot be lowered as it is; the message says why."""
 
 
 class Unfinished(Unsupported):

@@ -3,14 +3,14 @@
 Every op cuDNN's runtime fusion engines can take has one entry: its class and
 a lowering that emits IR nodes (ir.py) through a `Lowering` context
 (lowering.py). Adding an op is one entry: a row in UNARY / BINARY, or a function
-decorated with `@entry(...)`. A lowering raises `Unsupported` with the reason
+decorated with `@lowering(...)`. A lowering raises `Unsupported` with the reason
 the fusion report shows when a node cannot be taken as it is.
 
 Op classes (one-to-one, one-to-many and complicated ops, as TVM's fuse_ops splits them):
 - ANCHOR: a convolution or matmul, the one compute op of a group,
 - POINTWISE: one-to-one; joins an epilogue, and a prologue where `prologue`,
 - REDUCTION: one-to-many; joins an epilogue only as its last op,
-- anything not in TABLE is complicated and stays with ATen.
+- anything not in LOWERINGS is complicated and stays with ATen.
 
 Eager's semantics are the contract. Tensor operands must all have the
 group's dtype (no type promotion inside a group). A constant number operand
@@ -54,7 +54,7 @@ class Entry:
     rank: int = 0
 
 
-TABLE: dict[str, Entry] = {}
+LOWERINGS: dict[str, Entry] = {}
 
 # Measured on an H100 with cuDNN 9.19 (special_values.py): relu kept NaN on every engine
 # offered for the shapes swept, which are not every engine; max/min and the max
@@ -64,11 +64,11 @@ MIN_MAX_LOSE_NAN = "cuDNN's max/min return the other operand for NaN (every engi
 MAX_REDUCTION_LOSES_NAN = "cuDNN's max reduction skips NaN (every engine measured)"
 
 
-def entry(*kinds: str, op_class: OpClass = OpClass.POINTWISE, finite_only: str | None = None,
+def lowering(*kinds: str, op_class: OpClass = OpClass.POINTWISE, finite_only: str | None = None,
           prologue: bool = False, rank: int = 0) -> Callable:
     def register(fn: Callable[[Lowering], None]) -> Callable[[Lowering], None]:
         for kind in kinds:
-            TABLE[kind] = Entry(op_class, fn, finite_only, prologue, rank)
+            LOWERINGS[kind] = Entry(op_class, fn, finite_only, prologue, rank)
         return fn
     return register
 
@@ -127,12 +127,12 @@ def _binary(mode: str) -> Callable[[Lowering], None]:
 
 
 for _kind, (_mode, _prologue, _why) in UNARY.items():
-    TABLE[_kind] = Entry(OpClass.POINTWISE, _unary(_mode), _why, _prologue)
+    LOWERINGS[_kind] = Entry(OpClass.POINTWISE, _unary(_mode), _why, _prologue)
 for _kind, (_mode, _prologue) in BINARY.items():
-    TABLE[_kind] = Entry(OpClass.POINTWISE, _binary(_mode), None, _prologue)
+    LOWERINGS[_kind] = Entry(OpClass.POINTWISE, _binary(_mode), None, _prologue)
 
 
-@entry("aten::gelu")
+@lowering("aten::gelu")
 def gelu(lo: Lowering) -> None:
     approximate = lo.const(1) if lo.n_inputs() > 1 else "none"
     modes = {"none": "gelu_fwd", "tanh": "gelu_approx_tanh_fwd"}
@@ -163,7 +163,7 @@ def _clamp(lo: Lowering, low: object, high: object) -> None:
         pointwise(lo, "min", [x], lo.result(), scalar=lo.number(high))
 
 
-@entry("aten::clamp", "aten::hardtanh", finite_only=MIN_MAX_LOSE_NAN)
+@lowering("aten::clamp", "aten::hardtanh", finite_only=MIN_MAX_LOSE_NAN)
 def clamp(lo: Lowering) -> None:
     # clamp(self, min?, max?) / hardtanh(self, min_val, max_val)
     for i in (1, 2):
@@ -172,19 +172,19 @@ def clamp(lo: Lowering) -> None:
     _clamp(lo, lo.const(1), lo.const(2))
 
 
-@entry("aten::relu6", finite_only=MIN_MAX_LOSE_NAN)
+@lowering("aten::relu6", finite_only=MIN_MAX_LOSE_NAN)
 def relu6(lo: Lowering) -> None:
     _clamp(lo, 0.0, 6.0)
 
 
-@entry("aten::clamp_min", finite_only=MIN_MAX_LOSE_NAN)
+@lowering("aten::clamp_min", finite_only=MIN_MAX_LOSE_NAN)
 def clamp_min(lo: Lowering) -> None:
     if lo.is_tensor(1):
         raise Unsupported("clamp with a tensor bound")
     _clamp(lo, lo.const(1), None)
 
 
-@entry("aten::clamp_max", finite_only=MIN_MAX_LOSE_NAN)
+@lowering("aten::clamp_max", finite_only=MIN_MAX_LOSE_NAN)
 def clamp_max(lo: Lowering) -> None:
     if lo.is_tensor(1):
         raise Unsupported("clamp with a tensor bound")
@@ -226,7 +226,7 @@ def _conv(lo: Lowering, stride: int, padding: int, dilation: int, groups: int) -
     pointwise(lo, "add", [y, bias], lo.result())
 
 
-@entry("aten::_convolution", "aten::convolution", op_class=OpClass.ANCHOR, rank=4)
+@lowering("aten::_convolution", "aten::convolution", op_class=OpClass.ANCHOR, rank=4)
 def convolution(lo: Lowering) -> None:
     # (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, ...)
     if lo.const(6):
@@ -234,7 +234,7 @@ def convolution(lo: Lowering) -> None:
     _conv(lo, stride=3, padding=4, dilation=5, groups=8)
 
 
-@entry("aten::conv2d", op_class=OpClass.ANCHOR, rank=4)
+@lowering("aten::conv2d", op_class=OpClass.ANCHOR, rank=4)
 def conv2d(lo: Lowering) -> None:
     # (input, weight, bias, stride, padding, dilation, groups)
     _conv(lo, stride=3, padding=4, dilation=5, groups=6)
@@ -245,14 +245,14 @@ def _no_vectors(lo: Lowering, *inputs: int) -> None:
         raise Unsupported("matmul of a 1-d operand")
 
 
-@entry("aten::matmul", "aten::mm", "aten::bmm", op_class=OpClass.ANCHOR, rank=3)
+@lowering("aten::matmul", "aten::mm", "aten::bmm", op_class=OpClass.ANCHOR, rank=3)
 def matmul(lo: Lowering) -> None:
     # Operands of rank 2 are read as a batch of one; batch dims broadcast.
     _no_vectors(lo, 0, 1)
     lo.emit("matmul", {"A": lo.input(0), "B": lo.input(1)}, {"C": lo.result()})
 
 
-@entry("aten::linear", op_class=OpClass.ANCHOR, rank=3)
+@lowering("aten::linear", op_class=OpClass.ANCHOR, rank=3)
 def linear(lo: Lowering) -> None:
     # (input, weight, bias?): input @ weight.T + bias
     _no_vectors(lo, 0)
@@ -269,7 +269,7 @@ def linear(lo: Lowering) -> None:
     pointwise(lo, "add", [c, lo.input(2)], lo.result())
 
 
-@entry("aten::addmm", op_class=OpClass.ANCHOR, rank=3)
+@lowering("aten::addmm", op_class=OpClass.ANCHOR, rank=3)
 def addmm(lo: Lowering) -> None:
     # (self, mat1, mat2, beta, alpha): self + mat1 @ mat2 (decompose splits other beta/alpha)
     if lo.const(3) != 1 or lo.const(4) != 1:
@@ -307,6 +307,6 @@ def _reduction(mode: str, mean: bool = False) -> Callable[[Lowering], None]:
     return lower
 
 
-TABLE["aten::sum"] = Entry(OpClass.REDUCTION, _reduction("add"))
-TABLE["aten::mean"] = Entry(OpClass.REDUCTION, _reduction("add", mean=True))
-TABLE["aten::amax"] = Entry(OpClass.REDUCTION, _reduction("max"), MAX_REDUCTION_LOSES_NAN)
+LOWERINGS["aten::sum"] = Entry(OpClass.REDUCTION, _reduction("add"))
+LOWERINGS["aten::mean"] = Entry(OpClass.REDUCTION, _reduction("add", mean=True))
+LOWERINGS["aten::amax"] = Entry(OpClass.REDUCTION, _reduction("max"), MAX_REDUCTION_LOSES_NAN)

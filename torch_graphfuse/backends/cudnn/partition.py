@@ -47,7 +47,7 @@ from . import BACKEND, OFFERED_BY
 from .group_rules import lower
 from .ir import IR_DTYPES
 from .lowering import Unfinished, Unsupported, is_scalar_constant
-from .op_table import TABLE, OpClass
+from .op_table import LOWERINGS, OpClass
 
 NAME = log.module_name(__file__)
 
@@ -77,7 +77,7 @@ def _on_device(node: torch._C.Node, device_type: str) -> bool:
 
 def _node_reason(node: torch._C.Node, facts: Facts, device_type: str) -> str | None:
     """Why the node cannot be in any cuDNN group, or None."""
-    entry = TABLE.get(node.kind())
+    entry = LOWERINGS.get(node.kind())
     if entry is None:
         return "no cuDNN mapping"
     for v, t in _tensor_types(node):
@@ -184,7 +184,7 @@ class _Partitioner:
 
     def refuse(self, nodes: list[torch._C.Node], why: str) -> None:
         for node in nodes:
-            if self.candidate(node) and TABLE[node.kind()].op_class is not OpClass.ANCHOR:
+            if self.candidate(node) and LOWERINGS[node.kind()].op_class is not OpClass.ANCHOR:
                 self.reasons.setdefault(node, why)
                 log.debug(NAME, f"{node.kind()} not fused: {why}")
 
@@ -211,7 +211,7 @@ class _Partitioner:
                 break
             span = self.flow.span(end, post)
             blockers = [n for n in span if not self.candidate(n)
-                        or TABLE[n.kind()].op_class is OpClass.ANCHOR]
+                        or LOWERINGS[n.kind()].op_class is OpClass.ANCHOR]
             if blockers:
                 if blockers != [post]:
                     self.refuse(span, f"fusing it would make a cycle through "
@@ -228,7 +228,7 @@ class _Partitioner:
                 done = len(group)
             else:
                 unfinished = str(error)
-            if TABLE[post.kind()].op_class is OpClass.REDUCTION:
+            if LOWERINGS[post.kind()].op_class is OpClass.REDUCTION:
                 self.refuse([u for u in self.flow.users[post] if u is not None],
                             AFTER_REDUCTION)
                 break
@@ -245,7 +245,7 @@ class _Partitioner:
             node = frontier.pop()
             if not self.candidate(node) or node in prologue:
                 continue
-            if not TABLE[node.kind()].prologue:
+            if not LOWERINGS[node.kind()].prologue:
                 self.refuse([node], NOT_PROLOGUE)
                 continue
             if any(use.user not in prologue and not (use.user == anchor and use.offset
@@ -267,7 +267,7 @@ class _Partitioner:
     def refuse_weight_prologue(self, anchor: torch._C.Node) -> None:
         for i in WEIGHT_INPUTS.get(anchor.kind(), (1,)):
             producer = anchor.inputsAt(i).node()
-            if self.candidate(producer) and TABLE[producer.kind()].op_class \
+            if self.candidate(producer) and LOWERINGS[producer.kind()].op_class \
                     is OpClass.POINTWISE:
                 self.refuse([producer], WEIGHT_PROLOGUE)
 
@@ -286,7 +286,7 @@ class _Partitioner:
         graph = lower(group, inputs, outputs)
         self.taken.update(group)
         finite = frozenset().union(*(self.facts[n.inputsAt(0).unique()] for n in group
-                                     if TABLE[n.kind()].finite_only))
+                                     if LOWERINGS[n.kind()].finite_only))
         log.update(NAME, f"cuDNN group [{describe(group)}]: {len(inputs)} inputs, "
                          f"{len(outputs)} outputs")
         log.debug(NAME, lambda: graph.to_json(indent=1))
@@ -304,7 +304,7 @@ class _Partitioner:
             if why is not None and node.kind().startswith("aten::"):
                 self.report.add_unmapped(node, why)
         left = {n for n in self.flow.nodes if self.candidate(n)
-                and TABLE[n.kind()].op_class is not OpClass.ANCHOR}
+                and LOWERINGS[n.kind()].op_class is not OpClass.ANCHOR}
         neighbours: dict[torch._C.Node, set[torch._C.Node]] = {n: set() for n in left}
         for node in left:
             for user in self.flow.users[node] & left:
@@ -332,7 +332,7 @@ def find_partitions(block: torch._C.Block, facts: Facts, report: FusionReport,
     parts = _Partitioner(block, facts, report, device_type)
     result = []
     for node in parts.flow.nodes:
-        if parts.candidate(node) and TABLE[node.kind()].op_class is OpClass.ANCHOR:
+        if parts.candidate(node) and LOWERINGS[node.kind()].op_class is OpClass.ANCHOR:
             part = parts.partition(node)
             if part is not None:
                 result.append(part)

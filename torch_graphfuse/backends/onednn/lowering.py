@@ -18,11 +18,8 @@ import torch
 
 from ...passes import shape_arguments
 from ...passes.finiteness import Facts
+from ..base import Unsupported
 from .graph_desc import BACKEND_DTYPES, QUANTIZED_DTYPES, BackendGraph, BackendOp, TensorSpec
-
-
-class Unsupported(Exception):
-    """The node cannot be mapped as it is; the message says why."""
 
 
 def tensor_spec(value: torch._C.Value) -> TensorSpec:
