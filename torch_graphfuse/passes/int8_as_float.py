@@ -4,7 +4,7 @@ in float32.
 
 Without VNNI, oneDNN multiplies u8 x s8 pairs with vpmaddubsw, whose int16 pair sums
 saturate for 8-bit activations: such int8 convolutions and linears stay with ATen
-(workarounds.int8_products_saturate), and a PT2E ResNet-50 ran at frozen TorchScript's
+(int8_workarounds.int8_products_saturate), and a PT2E ResNet-50 ran at frozen TorchScript's
 speed, 2.2x slower than its fp32 model with the plugin (Zen 3 EPYC). A PT2E model is
 defined by its float math, and `dequantize(quantize(x))` is
 

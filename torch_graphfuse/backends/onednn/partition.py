@@ -26,18 +26,20 @@ from ...fusion.partition import Partition, describe
 from ...report import FusionReport
 from . import BACKEND, OFFERED_BY
 from .graph_desc import BackendGraph, BackendOp
+from .int8_workarounds import int8_padding_windows
+from .matmul_workarounds import (
+    flattened_matmul_broadcast,
+    matmul_operand_layout,
+    products_of_weights,
+)
 from .op_mapping import MappedBlock
 from .rules import Candidate, cpu_needs, refusal
 from .workarounds import (
     SizeVerdict,
     binary_head_with_width_operand,
-    flattened_matmul_broadcast,
     full_then_two_width_operands,
-    int8_padding_windows,
     layer_norm_sum,
-    matmul_operand_layout,
     pool_operand,
-    products_of_weights,
     short_attention_softmaxes,
 )
 
@@ -111,7 +113,7 @@ def _split_at_anchor(backend: BackendGraph, partitions: list[tuple]) -> list[tup
 
 def _one_product_of_weights_each(backend: BackendGraph, partitions: list[tuple]) -> list[tuple]:
     """The partitions, each holding several products of weights
-    (workarounds.products_of_weights) partitioned again in pieces cut before each of them
+    (matmul_workarounds.products_of_weights) partitioned again in pieces cut before each of them
     but the first, so that oneDNN packs each product's weights."""
     result = []
     for partition in partitions:

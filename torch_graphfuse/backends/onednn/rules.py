@@ -11,7 +11,7 @@ it, and the report gives that rule's reason. The rules:
   outputs are new tensors);
 - oneDNN's defects, each measured on oneDNN 3.12 and pinned by a regression test:
   wrong results, a crash, runaway allocation, reference kernels, transposes back and forth
-  (workarounds.py);
+  (workarounds.py, int8_workarounds.py, matmul_workarounds.py);
 - worth it: two or more nodes, or one node whose table entry says oneDNN beats ATen
   on it alone (conv, linear, matmul, ...).
 """
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from ...aten_ops import VIEW_KINDS
-from . import library, workarounds
+from . import int8_workarounds, library, matmul_workarounds, workarounds
 from .graph_desc import BackendGraph, BackendOp
 from .op_mapping import MappedBlock
 from .op_table import LOWERINGS
@@ -159,7 +159,7 @@ def cpu_needs(c: Candidate) -> frozenset[str]:
     from a file must have too: VNNI for int8 products that saturate without it, bf16
     instructions for bf16 ports (the rules above refuse both where they are missing)."""
     needs = set()
-    if workarounds.saturating_int8_products(c.ops, c.backend):
+    if int8_workarounds.saturating_int8_products(c.ops, c.backend):
         needs.add("vnni")
     if _bf16_ports(c):
         needs.add("bf16")
@@ -235,21 +235,21 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: workarounds.internal_diamond(c.ops),
      "a binary op of two results of one chain computed inside it (oneDNN's compile "
      "allocates without bound)"),
-    (lambda c: workarounds.residual_of_the_anchor_source(c.ops),
+    (lambda c: int8_workarounds.residual_of_the_anchor_source(c.ops),
      "a dequantized residual of the tensor the convolution or matmul reads (oneDNN 3.12 "
      "computes it wrongly)"),
-    (lambda c: workarounds.int8_scaled_accumulator_overflows(c.ops, c.backend),
+    (lambda c: int8_workarounds.int8_scaled_accumulator_overflows(c.ops, c.backend),
      "an int8 product whose scaled sum could pass float32's range (oneDNN 3.12 scales the "
      "integer sum in two steps, which overflow where eager's dequantized product does not)"),
-    (lambda c: workarounds.int8_depthwise_multiplier(c.ops, c.backend),
+    (lambda c: int8_workarounds.int8_depthwise_multiplier(c.ops, c.backend),
      "an int8 depthwise convolution with a channel multiplier (oneDNN 3.12 computes some "
      "wrongly)"),
-    (lambda c: workarounds.int8_single_channel_s8(c.ops, c.backend),
+    (lambda c: int8_workarounds.int8_single_channel_s8(c.ops, c.backend),
      "an int8 convolution of one s8 input channel (oneDNN 3.12 computes some wrongly)"),
-    (lambda c: workarounds.int8_padding_windows(c.ops, c.backend) is SizeVerdict.REFUSE,
+    (lambda c: int8_workarounds.int8_padding_windows(c.ops, c.backend) is SizeVerdict.REFUSE,
      "an int8 convolution with a window entirely in the padding (oneDNN 3.12 computes it "
      "wrongly)"),
-    (lambda c: workarounds.residual_of_another_int_type(c.ops, c.backend),
+    (lambda c: int8_workarounds.residual_of_another_int_type(c.ops, c.backend),
      "a dequantized residual of another integer type than the result (oneDNN reads it as "
      "the result's type)"),
     (lambda c: workarounds.attention_reshaped_to_5d(c.ops, c.backend),
@@ -274,18 +274,19 @@ RULES: list[tuple[Callable[[Candidate], bool], str]] = [
     (lambda c: workarounds.full_then_two_width_operands(c.ops, c.backend),
      "a binary op's chain with a full-size operand, then two that vary along the last dim "
      "only (oneDNN 3.12 applies them wrongly)"),
-    (lambda c: workarounds.matmul_operand_layout(c.ops, c.backend) is SizeVerdict.REFUSE,
+    (lambda c: matmul_workarounds.matmul_operand_layout(c.ops, c.backend) is SizeVerdict.REFUSE,
      "a matmul operand whose batch dims are not outer to inner in memory with a matrix dim "
      "of 1, a transposed first operand with a batch dim between its rows and columns, or "
      "a batch dim but the last stored inside the matrix where batch dims broadcast or are "
      "not outer to inner (oneDNN 3.12 computes them wrongly)"),
-    (lambda c: workarounds.int8_products_saturate(c.ops, c.backend),
+    (lambda c: int8_workarounds.int8_products_saturate(c.ops, c.backend),
      "int8 products on a CPU without VNNI ({isa}): oneDNN sums their pairs in int16, which "
      "saturates"),
     (lambda c: workarounds.pool_operand(c.ops, c.backend) is SizeVerdict.REFUSE,
      "a pool's result combined with a tensor that is not per channel (oneDNN reads it in "
      "the wrong layout)"),
-    (lambda c: workarounds.flattened_matmul_broadcast(c.ops, c.backend) is SizeVerdict.REFUSE,
+    (lambda c: matmul_workarounds.flattened_matmul_broadcast(c.ops, c.backend)
+     is SizeVerdict.REFUSE,
      "a linear's result broadcast with a tensor oneDNN indexes wrongly"),
     (_lone_op, "a lone op ATen runs as fast"),
     (_copies_for_little, "at most two streaming ops on an input copied first (ATen reads it "
