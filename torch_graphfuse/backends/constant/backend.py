@@ -6,7 +6,7 @@ import torch
 
 from ...fusion.partition import Partition
 from ..base import BlockPartitioner, Executor, GraphFacts
-from . import BACKEND, OFFERED_BY, partition
+from . import BACKEND, OFFERED_BY, determined, partition
 
 
 class ConstantBackend:
@@ -15,7 +15,7 @@ class ConstantBackend:
     device_type = "any"
     # The tensors whose sizes a region reads need profiled types, which the profiling
     # executor records for the inputs of the ops a backend names.
-    op_table = dict.fromkeys(partition.METADATA)
+    op_table = dict.fromkeys(determined.METADATA)
 
     def available(self) -> bool:
         return True

@@ -17,9 +17,7 @@ constant).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 
 import torch
 
@@ -27,231 +25,14 @@ from ... import log
 from ...fusion import rewrite
 from ...fusion.partition import Partition, describe
 from ...fusion.rewrite import graph_of
-from ...passes.graph_utils import WrittenMemory, written_values
+from ...passes.graph_utils import WrittenMemory
 from . import BACKEND, OFFERED_BY
+from .determined import components, computes_tensor, determined, is_tensor, walk, writes
 
 NAME = log.module_name(__file__)
 
-# Ops that read only what the tensor's type says of it.
-METADATA = frozenset({"aten::size", "aten::dim", "aten::numel", "prim::device", "prim::dtype"})
-# Results that are no function of the arguments.
-_UNINITIALIZED = frozenset({"aten::empty", "aten::empty_like", "aten::new_empty",
-                            "aten::empty_strided", "aten::new_empty_strided"})
-_PURE_PRIMS = frozenset({"prim::ListConstruct", "prim::ListUnpack", "prim::TupleConstruct",
-                         "prim::TupleUnpack", "prim::TupleIndex", "prim::NumToTensor"})
 # What one graph's groups keep at most (the storage of their values).
 MAX_BYTES = 64 << 20
-
-
-def _pure(node: torch._C.Node) -> bool:
-    """A deterministic op with no blocks whose result is a function of its arguments."""
-    kind = node.kind()
-    if list(node.blocks()) or kind in _UNINITIALIZED or node.isNondeterministic():
-        return False
-    return kind in _PURE_PRIMS if kind.startswith("prim::") else kind.startswith("aten::")
-
-
-def _computes(node: torch._C.Node) -> bool:
-    """A pure op that writes nothing."""
-    written = written_values(node)
-    return _pure(node) and written is not None and not written
-
-
-def _writes(node: torch._C.Node) -> bool:
-    """A pure op that writes some of its arguments in place."""
-    return _pure(node) and bool(written_values(node))
-
-
-_CONTAINERS = frozenset({"prim::TupleConstruct", "prim::ListConstruct", "prim::DictConstruct"})
-
-
-def _escaping(block: torch._C.Block) -> set[int]:
-    """Ids of the values the block returns, in containers or not, or hands to a node with
-    blocks (which may return them; _determined also leaves out those its blocks read)."""
-    nodes = list(block.nodes())
-    escaping = {v.unique() for v in block.returnNode().inputs()}
-    for node in nodes:
-        if list(node.blocks()):
-            escaping |= {v.unique() for v in node.inputs()}
-    for node in reversed(nodes):
-        if node.kind() in _CONTAINERS and any(v.unique() in escaping for v in node.outputs()):
-            escaping |= {v.unique() for v in node.inputs()}
-    return escaping
-
-
-def _data_inputs(node: torch._C.Node) -> list[torch._C.Value]:
-    """The inputs whose values the node reads: all but a metadata read's tensor."""
-    inputs = list(node.inputs())
-    return inputs[1:] if node.kind() in METADATA else inputs
-
-
-Writers = Mapping[torch._C.Node, AbstractSet[torch._C.Node]]
-
-
-def _walk(start: torch._C.Node, within: AbstractSet[torch._C.Node], writers: Writers,
-          stop: AbstractSet[torch._C.Node] = frozenset()) -> set[torch._C.Node]:
-    """The nodes of `within` computing what `start` reads (itself included), through data
-    inputs and the writes to what they make, not past the nodes of `stop` (but `start`)."""
-    found: set[torch._C.Node] = set()
-    stack = [start]
-    while stack:
-        node = stack.pop()
-        if node in found or node not in within or (node in stop and node is not start):
-            continue
-        found.add(node)
-        stack += [v.node() for v in _data_inputs(node)]
-        stack += writers.get(node, ())
-    return found
-
-
-def _closure(block: torch._C.Block, refused: AbstractSet[torch._C.Node]) -> set[torch._C.Node]:
-    """The block's nodes whose results are size-determined (constants left out), but for
-    those that escape it, counting every write but the `refused`."""
-    values: set[int] = set()
-    nodes: set[torch._C.Node] = set()
-    returned = _escaping(block)
-    top = set(block.nodes())
-    for node in block.nodes():
-        kind = node.kind()
-        if kind == "prim::Constant":
-            values |= {v.unique() for v in node.outputs()}
-            continue
-        counts = (kind in METADATA or _computes(node)
-                  or (node not in refused and _writes(node)))
-        if (not counts
-                or any(v.unique() not in values for v in _data_inputs(node))
-                or any(v.unique() in returned or any(u.user not in top for u in v.uses())
-                       for v in node.outputs())):
-            continue
-        values |= {v.unique() for v in node.outputs()}
-        nodes.add(node)
-    return nodes
-
-
-def _shares(node: torch._C.Node) -> list[torch._C.Value] | None:
-    """The inputs whose memory the node's results may share (a view's, an in-place op's
-    self, a list's elements), from its schema's alias annotations; None where they do not
-    say (a schema-less op, an alias into a list's elements)."""
-    kind = node.kind()
-    if kind in ("prim::ListConstruct", "prim::TupleConstruct"):
-        return list(node.inputs())
-    if kind in ("prim::Constant", "prim::NumToTensor"):
-        return []
-    schema = node.schema()
-    if schema == "(no schema)":
-        return None
-    arguments = torch._C.parse_schema(schema).arguments
-    annotated = [(v, a.alias_info) for v, a in zip(node.inputs(), arguments, strict=False)
-                 if a.alias_info is not None]
-    if any(info.before_set != info.after_set or "*" in info.before_set
-           for _, info in annotated):
-        return None
-    return [v for v, _ in annotated]
-
-
-def _changed(write: torch._C.Node, nodes: AbstractSet[torch._C.Node]
-             ) -> list[torch._C.Value] | None:
-    """Every value that may share the memory `write` writes, where that memory is one the
-    nodes made; None where it is not, or where a schema does not say. Followed through the
-    schemas' alias annotations: alias analysis puts every tensor in a list (as aten::index
-    takes its indices) among the wildcards that may alias the graph's inputs."""
-    found: dict[int, torch._C.Value] = {}
-    for written in written_values(write) or ():
-        base = written
-        while (shared := _shares(base.node())):
-            if len(shared) != 1:
-                return None
-            base = shared[0]
-        if shared is None or base.node() not in nodes:
-            return None
-        stack = [base]
-        while stack:
-            value = stack.pop()
-            if value.unique() in found:
-                continue
-            found[value.unique()] = value
-            for use in value.uses():
-                into = _shares(use.user)
-                if into is None:
-                    return None
-                if any(v.unique() == value.unique() for v in into):
-                    stack += list(use.user.outputs())
-    return list(found.values())
-
-
-def _read_before(write: torch._C.Node, changed: list[torch._C.Value],
-                 nodes: AbstractSet[torch._C.Node], position: dict[torch._C.Node, int]) -> bool:
-    """Whether a node other than `nodes` reads the changed memory before `write` (or in a
-    nested block)."""
-    at = position[write]
-    return any(u.user not in nodes and position.get(u.user, -1) < at
-               for v in changed for u in v.uses())
-
-
-@dataclass
-class _Determined:
-    """A block's size-determined nodes (constants left out, and those whose results
-    escape it); for each node, the writes that may change its results; and the nodes that
-    make, read or write memory a write changes, which are never copied (a copy would run
-    outside the region, on its kept value after every write) and hold their region
-    together like nodes computing arrays."""
-
-    nodes: set[torch._C.Node]
-    writers: dict[torch._C.Node, set[torch._C.Node]]
-    memory: set[torch._C.Node]
-
-
-def _determined(block: torch._C.Block) -> _Determined:
-    position = {node: i for i, node in enumerate(block.nodes())}
-    refused: set[torch._C.Node] = set()
-    while True:
-        nodes = _closure(block, refused)
-        changed = {w: _changed(w, nodes) for w in nodes if _writes(w)}
-        shared = {w for w, values in changed.items()
-                  if values is None or _read_before(w, values, nodes, position)}
-        if shared:
-            # Refusing a write can leave others without their inputs: look again.
-            refused |= shared
-            continue
-        found = _Determined(nodes, {}, set(changed))
-        for w, values in changed.items():
-            for v in values or ():
-                found.writers.setdefault(v.node(), set()).add(w)
-                found.memory.add(v.node())
-                found.memory |= {u.user for u in v.uses()
-                                 if u.user in nodes and u.user.kind() not in METADATA}
-        return found
-
-
-def _is_tensor(value: torch._C.Value) -> bool:
-    return isinstance(value.type(), torch._C.TensorType)
-
-
-def _computes_tensor(node: torch._C.Node) -> bool:
-    """Whether the node computes an array: a 0-dim tensor (a size as a tensor) is
-    arithmetic, copied for each group that reads it rather than joining them."""
-    return any(_is_tensor(v) and v.type().dim() != 0 for v in node.outputs())
-
-
-def _components(block: torch._C.Block, found: _Determined) -> list[set[torch._C.Node]]:
-    """The nodes of each group: the closures of the size-determined tensors other nodes
-    read, merged where they share a node computing an array or touching written memory."""
-    determined = found.nodes
-    outputs = []
-    for node in block.nodes():
-        if node in determined:
-            outputs += [v for v in node.outputs() if _is_tensor(v)
-                        and any(u.user not in determined for u in v.uses())]
-    groups: list[set[torch._C.Node]] = []
-    for value in outputs:
-        nodes = _walk(value.node(), determined, found.writers)
-        tensors = {n for n in nodes if _computes_tensor(n) or n in found.memory}
-        merged = [g for g in groups if g & tensors]
-        for g in merged:
-            groups.remove(g)
-            nodes |= g
-        groups.append(nodes)
-    return groups
 
 
 def _given(nodes: set[torch._C.Node], position: dict[torch._C.Node, int]
@@ -263,7 +44,7 @@ def _given(nodes: set[torch._C.Node], position: dict[torch._C.Node, int]
     for node in sorted(nodes, key=position.__getitem__):
         for v in node.outputs():
             if any(u.user not in nodes for u in v.uses()):
-                if not _is_tensor(v):
+                if not is_tensor(v):
                     return None
                 given.append(v)
     return given
@@ -283,7 +64,7 @@ def _private_arithmetic(graph: torch._C.Graph, nodes: set[torch._C.Node],
     # Last first: a copied node's original stays outside reading the originals, so what
     # it reads is copied in turn.
     for node in sorted(nodes, key=position.__getitem__, reverse=True):
-        if _computes_tensor(node) or node in memory:
+        if computes_tensor(node) or node in memory:
             continue
         if all(u.user in result for v in node.outputs() for u in v.uses()):
             continue
@@ -378,12 +159,12 @@ def _pieces(nodes: set[torch._C.Node]) -> list[set[torch._C.Node]] | None:
     other node that computes a tensor has one reader, and is in that reader's piece. None
     for a region that writes: a piece whose guard fails would run its writes on the values
     another piece keeps."""
-    if any(_writes(n) for n in nodes):
+    if any(writes(n) for n in nodes):
         return None
-    roots = {n for n in nodes if _computes_tensor(n) and (
+    roots = {n for n in nodes if computes_tensor(n) and (
         len({u.user for v in n.outputs() for u in v.uses()}) > 1
         or any(u.user not in nodes for v in n.outputs() for u in v.uses()))}
-    return [_walk(root, nodes, {}, roots) for root in roots]
+    return [walk(root, nodes, {}, roots) for root in roots]
 
 
 def _partition(nodes: list[torch._C.Node], inputs: list[torch._C.Value],
@@ -438,7 +219,7 @@ class _Finder:
         return held
 
     def region(self, nodes: set[torch._C.Node]) -> list[Partition]:
-        if not any(_computes_tensor(n) for n in nodes):
+        if not any(computes_tensor(n) for n in nodes):
             return []  # numbers and 0-dim tensors only: their readers compute them
         position = self.positions()
         named = f"[{describe(sorted(nodes, key=position.__getitem__))}]"
@@ -453,7 +234,7 @@ class _Finder:
         members = sorted(nodes, key=position.__getitem__)
         outputs = _given(nodes, position)
         constants = [v for n in nodes for v in n.inputs()
-                     if v.node().kind() == "prim::Constant" and _is_tensor(v)]
+                     if v.node().kind() == "prim::Constant" and is_tensor(v)]
         if outputs is None or self.hazards.any([*outputs, *constants], nodes):
             log.debug(NAME, f"{named} stays: an op may write a value it reads or gives, or "
                             "the caller get one")
@@ -472,7 +253,7 @@ class _Finder:
         # What each piece gives once it copies the arithmetic it shares (tensors only).
         given = {v.unique(): v for piece in pieces
                  for n in sorted(piece, key=position.__getitem__) for v in n.outputs()
-                 if _is_tensor(v) and any(u.user not in piece for u in v.uses())}
+                 if is_tensor(v) and any(u.user not in piece for u in v.uses())}
         values = _evaluate(members, sources, list(given.values()))
         if values is None:
             return []
@@ -518,12 +299,12 @@ class _Finder:
 
 def find_partitions(graph: torch._C.Graph, block: torch._C.Block,
                     budget: Budget) -> list[Partition]:
-    found = _determined(block)
+    found = determined(block)
     if not found.nodes:
         return []
     finder = _Finder(graph, block, budget, WrittenMemory(graph), found.memory)
     partitions = []
-    for nodes in _components(block, found):
+    for nodes in components(block, found):
         partitions += finder.region(nodes)
     log.update(NAME, f"{len(partitions)} groups of sizes and constants, "
                      f"{budget.kept} bytes kept in the graph")
