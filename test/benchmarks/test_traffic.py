@@ -1,6 +1,7 @@
 """benchmarks/traffic.py on tiny streams of the zoo's small configurations: its core in this
-process (every peer but inductor, whose compiles take minutes here), and the script with its
-child processes once. Rows and files are checked, never times."""
+process (every peer but inductor, whose compiles take minutes here; each peer alone, then all
+of them request by request), and the script with its child processes once. Rows and files
+are checked, never times."""
 
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ def test_streams_and_callers_make_their_rows(tmp_path: Path) -> None:
     labels = {k: traffic.PEERS_BY_KEY[k].label for k in PEERS}
     results = {(name, key): traffic.run_stream(name, key, small=True, requests=3, seed=0)
                for name in MODELS for key in PEERS}
+    interleaved = {name: traffic.run_interleaved(name, PEERS, small=True, requests=3, seed=0)
+                   for name in MODELS}
     callers = traffic.run_callers([1, 2], seconds=0.3, small=True)
-    text = traffic.report(results, callers, 3, 0, 0.3, "test")
+    text = traffic.report(results, interleaved, callers, 3, 0, 0.3, "test")
 
     for name in MODELS:
         sizes = {tuple(results[name, key].sizes) for key in PEERS}
@@ -39,8 +42,14 @@ def test_streams_and_callers_make_their_rows(tmp_path: Path) -> None:
         for row in ("| 1 | 1 |", "| 2 | 1 |", "| 1 | 2 (reference) |"):
             assert f"| {peer} {row}" in text
     assert all(r.requests > 0 for r in callers)
+    for name in MODELS:  # the same requests, every peer in one process
+        assert set(interleaved[name].ms) == set(PEERS)
+        assert interleaved[name].sizes == results[name, "script"].sizes
+        assert all(len(ms) == 3 for ms in interleaved[name].ms.values())
+    assert "the peers in one process" in text
+    assert "of TorchScript (frozen)'s whole-stream time in one process (2 streams)" in text
     assert "failed" not in text
-    traffic.plot(results, callers, tmp_path / "traffic.png")
+    traffic.plot(results, interleaved, callers, tmp_path / "traffic.png")
     assert (tmp_path / "traffic.png").stat().st_size > 0
 
 
