@@ -124,7 +124,9 @@ def test_docs_examples_run_fused(page: Path, index: int, block: str, tmp_path: P
             exec(block, scope)
     finally:
         torch._C._jit_set_autocast_mode(previous)
-    assert torch_graphfuse.kernel_stats()["fused_runs"] > 0
+    if page.name != "bf16.md" or torch_graphfuse.onednn_info()["bf16"]:
+        # Without bf16 instructions bf16 runs with ATen (docs/bf16.md says so).
+        assert torch_graphfuse.kernel_stats()["fused_runs"] > 0
     if "y" in scope and isinstance(model, nn.Module) and page.name != "int8.md":
         bf16 = page.name == "bf16.md"
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):

@@ -113,8 +113,8 @@ def test_a_file_made_by_another_onednn_runs_its_fallback_code_with_one_warning(
 def test_a_group_relying_on_cpu_features_this_cpu_lacks_runs_its_fallback_code(
         programs: Path, tmp_path: Path) -> None:
     model, inputs, _ = MODELS["mlp"]()
-    exported = with_states_changed(torch_graphfuse.export(model, inputs),
-                                   cpu_needs="vnni avx1024")
+    # A feature no CPU has, so that the test means the same on every CPU.
+    exported = with_states_changed(torch_graphfuse.export(model, inputs), cpu_needs="avx1024")
     result = check_saved(programs, tmp_path, exported, [inputs])
     matches_eager(result, model, [inputs])
     assert result["stats"]["compiles"] == 0 and result["stats"]["fallbacks"] > 0
